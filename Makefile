@@ -1,0 +1,42 @@
+# Two commands: `make run` (the main study at the embedded default scale) and `make test`.
+# Each sets up .venv on first use, so a fresh machine needs nothing else.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export KEDRO_DISABLE_TELEMETRY := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: run test lint format viz mlflow-ui bench clean-data
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first, from the exact pin, so nothing later resolves a CUDA build.
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/kedro run --pipeline=law_fit
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+viz: $(STAMP)
+	$(BIN)/kedro viz build
+
+mlflow-ui: $(STAMP)
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/deepspeed_overhead.py
+	$(BIN)/python benchmarks/dedup_throughput.py
+	$(BIN)/python benchmarks/telemetry_scoring.py
