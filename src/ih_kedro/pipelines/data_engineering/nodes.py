@@ -1,0 +1,191 @@
+"""Nodes of the ``data_engineering`` pipeline: pure functions over lazy document streams.
+
+No file I/O happens here. ``raw_documents`` is a lazy ``DocumentStream`` (the catalog's
+``PileShardsDataset``); the nodes return lazy selections of it and a lazy ``TokenChunks``
+that ``PackedTokensDataset`` tokenizes while it writes, so no corpus is held in memory.
+The shards are read once per consumer: dedup, tokenizer training, and each packing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ih_kedro.science.corpus import (
+    DocumentSelection,
+    DocumentStream,
+    deduplicate,
+    is_held_out,
+)
+from ih_kedro.science.tokenization import (
+    EOS_TOKEN,
+    TokenChunks,
+    eos_token_id,
+    load_tokenizer,
+    train_bpe_tokenizer,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Fewer validation documents than this get a warning: too few for perplexity or ICL.
+MIN_VALIDATION_DOCUMENTS = 10
+
+
+def _held_out_fraction(params: dict[str, Any]) -> float:
+    fraction = float(params["held_out_fraction"])
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"data_engineering.held_out_fraction: must be in [0, 1), got {fraction}")
+    return fraction
+
+
+def _dedup_params(params: dict[str, Any]) -> dict[str, Any]:
+    dedup = dict(params.get("dedup", {}))
+    checks = {
+        "num_perm": lambda v: int(v) > 0,
+        "threshold": lambda v: 0.0 < float(v) < 1.0,
+        "shingle_size": lambda v: int(v) > 0,
+        "false_negative_weight": lambda v: 0.0 < float(v) < 1.0,
+        "max_examples": lambda v: int(v) >= 0,
+    }
+    for key, ok in checks.items():
+        if key in dedup and not ok(dedup[key]):
+            raise ValueError(f"data_engineering.dedup.{key}: invalid value {dedup[key]!r}")
+    return dedup
+
+
+def deduplicate_documents(
+    raw_documents: DocumentStream, params: dict[str, Any]
+) -> tuple[DocumentSelection, dict[str, Any]]:
+    """Exact + MinHash-LSH near deduplication of the raw corpus, in one streaming pass.
+
+    Args:
+        raw_documents: The shards, as a re-iterable ``DocumentStream``.
+        params: ``params:data_engineering`` (``dedup.*``, ``max_bad_fraction``,
+            ``held_out_fraction``).
+
+    Returns:
+        ``(deduplicated_documents, dedup_report)``: a lazy selection of the kept documents
+        (a ``keep`` mask by ordinal over the stream) and a JSON-ready report: documents and
+        bytes in/out, exact duplicates, near-duplicate clusters, bad records by category,
+        the train/validation split sizes, and the parameters (MinHash seed included).
+
+    Raises:
+        BadInputError: The share of bad records exceeds ``max_bad_fraction``.
+    """
+    dedup = _dedup_params(params)
+    fraction = _held_out_fraction(params)
+    held: list[bool] = []
+
+    def documents() -> Any:
+        for doc in raw_documents:
+            held.append(is_held_out(doc.text, fraction))
+            yield doc
+
+    keep, report = deduplicate(documents(), **dedup)
+    stats = raw_documents.stats if isinstance(raw_documents, DocumentStream) else None
+    if stats is not None:
+        report["ingestion"] = stats.as_dict()
+        stats.check(params.get("max_bad_fraction"), "data_engineering.max_bad_fraction")
+    held_mask = np.asarray(held, dtype=bool)
+    n_validation = int(np.count_nonzero(held_mask & keep))
+    report["split"] = {
+        "method": "md5(text) < held_out_fraction",
+        "held_out_fraction": fraction,
+        "train_documents": int(report["documents_out"] - n_validation),
+        "validation_documents": n_validation,
+    }
+    if n_validation < MIN_VALIDATION_DOCUMENTS:
+        logger.warning(
+            "data_engineering.held_out_fraction=%g leaves %d validation documents of %d: too "
+            "few for validation perplexity or ICL scores",
+            fraction,
+            n_validation,
+            report["documents_out"],
+        )
+    logger.info(
+        "dedup: %d documents in, %d out (%d exact, %d near duplicates removed)",
+        report["documents_in"],
+        report["documents_out"],
+        report["exact_duplicates"]["documents_removed"],
+        report["near_duplicates"]["documents_removed"],
+    )
+    return DocumentSelection(raw_documents, keep), report
+
+
+def split_documents(
+    deduplicated_documents: DocumentSelection, params: dict[str, Any]
+) -> tuple[DocumentSelection, DocumentSelection]:
+    """The train and validation splits: a document is held out when the MD5 of its text
+    falls below ``held_out_fraction`` (stable across runs and shard orders).
+
+    Returns:
+        ``(train_documents, validation_documents)``, lazy selections.
+    """
+    fraction = _held_out_fraction(params)
+    return (
+        deduplicated_documents.with_split("train", fraction),
+        deduplicated_documents.with_split("validation", fraction),
+    )
+
+
+def train_tokenizer(train_documents: DocumentSelection, params: dict[str, Any]) -> Tokenizer:
+    """A byte-level BPE tokenizer trained on the training split, or the ``tokenizer.json``
+    at ``tokenizer.path`` when that is set (then nothing is trained).
+
+    Uses ``tokenizer.vocab_size``, ``tokenizer.special_tokens``, ``tokenizer.min_frequency``,
+    ``tokenizer.max_documents`` (the first N training documents; ``null``: all).
+    """
+    cfg = params["tokenizer"]
+    eos = cfg.get("eos_token", EOS_TOKEN)
+    if cfg.get("path"):
+        tokenizer = load_tokenizer(cfg["path"])
+        logger.info("using the existing tokenizer %s", cfg["path"])
+    else:
+        special_tokens = list(cfg.get("special_tokens", [EOS_TOKEN]))
+        if eos not in special_tokens:
+            raise ValueError(
+                f"data_engineering.tokenizer.special_tokens: must contain the eos_token {eos!r}"
+            )
+        tokenizer = train_bpe_tokenizer(
+            (doc.text for doc in train_documents),
+            vocab_size=int(cfg["vocab_size"]),
+            special_tokens=special_tokens,
+            min_frequency=int(cfg.get("min_frequency", 2)),
+            max_documents=cfg.get("max_documents"),
+        )
+    eos_token_id(tokenizer, eos)  # fail here, not while packing, when EOS is missing
+    return tokenizer
+
+
+def pack_tokens(
+    documents: DocumentSelection, tokenizer: Tokenizer, params: dict[str, Any]
+) -> TokenChunks:
+    """The documents tokenized and joined with EOS, as a lazy ``TokenChunks`` that the
+    ``PackedTokensDataset`` writes to ``tokens.bin`` while tokenizing (streaming).
+
+    The metadata records the split, the held-out fraction, the corpus path and the
+    tokenizer's vocabulary size.
+    """
+    cfg = params["tokenizer"]
+    eos = cfg.get("eos_token", EOS_TOKEN)
+    stream = documents.stream
+    meta = {
+        "source": {
+            "corpus": getattr(stream, "description", type(stream).__name__),
+            "split": documents.split,
+            "held_out_fraction": documents.held_out_fraction,
+            "deduplicated": documents.keep is not None,
+            "tokenizer": cfg.get("path") or "trained byte-level BPE",
+        }
+    }
+    return TokenChunks(
+        texts=documents,
+        tokenizer=tokenizer,
+        eos_token_id=eos_token_id(tokenizer, eos),
+        vocab_size=tokenizer.get_vocab_size(),
+        batch_size=int(params.get("packing", {}).get("batch_size", 256)),
+        meta=meta,
+    )
