@@ -1,0 +1,512 @@
+"""Emergence detection: when does a run's induction-head metric rise, with a bootstrap CI.
+
+Input per run is what the telemetry pipeline scores at every checkpoint: ``steps (K,)``,
+``tokens (K,)`` (tokens seen) and per-probe-sample scores ``samples (K, n, ...)`` for a metric,
+e.g. prefix matching ``(K, n, layers, heads)``, associative recall ``(K, n)``, repeated-half
+loss drop ``(K, n)``. All metrics are oriented so that emergence is a *rise*.
+
+The run-level curve is the mean over probe samples, then the max over the remaining axes (the
+best head), optionally restricted to layers ``>= min_layer`` (an induction head needs a
+previous-token head in an earlier layer). The emergence step ``S*`` is read off that curve by a
+threshold crossing (linearly interpolated), a logistic midpoint, or a piecewise-linear
+breakpoint; its CI is a percentile bootstrap over probe samples. A run whose curve never rises
+is *censored*: it is reported with ``step = NaN``, ``censored = True`` and the last observed
+step, never dropped.
+
+Plain numpy/scipy/pandas; no Kedro imports.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import OptimizeWarning, curve_fit
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("threshold", "logistic", "piecewise")
+
+EMERGENCE_COLUMNS = [
+    "run_name",
+    "metric",
+    "method",
+    "step",
+    "tokens",
+    "ci_low",
+    "ci_high",
+    "censored",
+    "threshold",
+    "last_step",
+]
+COVARIATE_COLUMNS = ["preset", "batch_size", "context_length", "seed", "copy_rate", "data_variant"]
+
+
+@dataclass(frozen=True)
+class EmergenceEstimate:
+    """One run's emergence estimate for one metric and method.
+
+    Attributes:
+        step: emergence step ``S*`` (optimizer steps, fractional after interpolation); NaN if
+            censored.
+        tokens: tokens seen at ``S*`` (interpolated from the run's steps -> tokens); NaN if
+            censored.
+        ci_low, ci_high: percentile bootstrap CI of ``S*`` over probe samples (steps). A
+            bootstrap replicate that never crosses counts as "after the last step", so
+            ``ci_high`` is ``inf`` when more than ``(1 - ci) / 2`` of them are censored. NaN
+            when censored or when ``n_bootstrap == 0``.
+        censored: True when the curve never rose within the observed steps.
+        method: ``threshold``, ``logistic`` or ``piecewise``.
+        threshold: the threshold for ``method="threshold"`` (metric units), else None.
+        last_step: last observed step (the censoring point).
+        n_bootstrap: bootstrap replicates drawn.
+        seed: bootstrap RNG seed.
+    """
+
+    step: float
+    tokens: float
+    ci_low: float
+    ci_high: float
+    censored: bool
+    method: str
+    threshold: float | None
+    last_step: float
+    n_bootstrap: int
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict view (one row of the emergence table)."""
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------------
+# Curve
+# --------------------------------------------------------------------------------------------
+def _validate_samples(samples: np.ndarray) -> np.ndarray:
+    samples = np.asarray(samples, dtype=float)
+    if samples.ndim < 2:
+        raise ValueError(
+            f"samples: expected shape (K, n, ...) with K checkpoints and n probe samples, "
+            f"got shape {samples.shape}"
+        )
+    if samples.shape[1] == 0:
+        raise ValueError("samples: no probe samples (n == 0)")
+    return samples
+
+
+def _restrict_layers(per_sample: np.ndarray, min_layer: int) -> np.ndarray:
+    """Drop layers below ``min_layer`` from a ``(K, n, layers, ...)`` array."""
+    if min_layer < 0:
+        raise ValueError(f"min_layer: must be >= 0, got {min_layer}")
+    if min_layer == 0 or per_sample.ndim < 3:
+        # Model-level metrics (K, n) have no layer axis: nothing to restrict.
+        return per_sample
+    n_layers = per_sample.shape[2]
+    if min_layer >= n_layers:
+        raise ValueError(
+            f"min_layer: {min_layer} leaves no layers (the metric has {n_layers} layers)"
+        )
+    return per_sample[:, :, min_layer:]
+
+
+def _curves_from_weights(flat: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Weighted mean over probe samples then max over features.
+
+    Args:
+        flat: ``(K, n, F)`` scores, NaN allowed.
+        weights: ``(R, n)`` non-negative sample weights (bootstrap counts; ones = plain mean).
+
+    Returns:
+        ``(R, K)`` curves.
+    """
+    finite = np.isfinite(flat)
+    values = np.where(finite, flat, 0.0)
+    totals = np.einsum("rn,knf->rkf", weights, values)  # (R, K, F)
+    counts = np.einsum("rn,knf->rkf", weights, finite.astype(float))  # (R, K, F)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = totals / counts  # (R, K, F), NaN where no finite sample
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmax(means, axis=2)  # (R, K)
+
+
+def emergence_curve(samples: np.ndarray, min_layer: int = 0) -> np.ndarray:
+    """Run-level curve of a metric: mean over probe samples, then max over heads/layers.
+
+    Args:
+        samples: per-sample scores ``(K, n, ...)``: K checkpoints, n probe samples, then any
+            head axes (``(layers, heads)`` for head-level metrics). NaN samples are ignored.
+        min_layer: only layers ``>= min_layer`` compete for the max (ignored for model-level
+            metrics shaped ``(K, n)``).
+
+    Returns:
+        ``(K,)`` curve in the metric's units (e.g. PS in [0, 1]).
+    """
+    samples = _restrict_layers(_validate_samples(samples), min_layer)
+    n_checkpoints, n_samples = samples.shape[:2]
+    flat = samples.reshape(n_checkpoints, n_samples, -1)  # (K, n, F)
+    return _curves_from_weights(flat, np.ones((1, n_samples)))[0]
+
+
+# --------------------------------------------------------------------------------------------
+# Point estimators on one curve
+# --------------------------------------------------------------------------------------------
+def _sorted_finite(steps: np.ndarray, curve: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    steps = np.asarray(steps, dtype=float)
+    curve = np.asarray(curve, dtype=float)
+    if steps.shape != curve.shape or steps.ndim != 1:
+        raise ValueError(
+            f"steps and curve: expected two (K,) arrays of equal length, got {steps.shape} "
+            f"and {curve.shape}"
+        )
+    keep = np.isfinite(steps) & np.isfinite(curve)
+    order = np.argsort(steps[keep], kind="stable")
+    return steps[keep][order], curve[keep][order]
+
+
+def threshold_crossing(steps: np.ndarray, curve: np.ndarray, threshold: float) -> float | None:
+    """First step at which the curve reaches ``threshold``, linearly interpolated.
+
+    Args:
+        steps: ``(K,)`` checkpoint steps (any order; NaN points are skipped).
+        curve: ``(K,)`` metric values at those steps.
+        threshold: level in the metric's units (e.g. PS 0.4).
+
+    Returns:
+        The crossing step (steps, fractional): between the last checkpoint below and the first
+        at or above the threshold, on the straight line joining them. ``steps[0]`` when the
+        first checkpoint is already above it. None when the curve never reaches it (censored).
+    """
+    steps, curve = _sorted_finite(steps, curve)
+    above = np.flatnonzero(curve >= threshold)
+    if above.size == 0:
+        return None
+    i = int(above[0])
+    if i == 0:
+        return float(steps[0])
+    s0, s1, c0, c1 = steps[i - 1], steps[i], curve[i - 1], curve[i]
+    return float(s0 + (threshold - c0) / (c1 - c0) * (s1 - s0))
+
+
+def _logistic(x: np.ndarray, low: float, rise: float, mid: float, width: float) -> np.ndarray:
+    z = np.clip((x - mid) / width, -60.0, 60.0)
+    return low + rise / (1.0 + np.exp(-z))
+
+
+def logistic_midpoint(
+    steps: np.ndarray,
+    curve: np.ndarray,
+    log_steps: bool = True,
+    min_rise: float = 0.1,
+) -> float | None:
+    """Midpoint of a 4-parameter logistic fitted to the curve (scipy ``curve_fit``).
+
+    The model is ``low + rise / (1 + exp(-(x - mid) / width))`` with ``x = log(step)``
+    (``log_steps=True``, steps <= 0 are skipped) or ``x = step``; ``rise >= 0``.
+
+    Args:
+        steps: ``(K,)`` checkpoint steps.
+        curve: ``(K,)`` metric values.
+        log_steps: fit in log-step (the transition is sharper on a log axis early in training).
+        min_rise: smallest observed and fitted rise (metric units) that counts as emergence.
+
+    Returns:
+        The midpoint in steps, or None (censored) when the curve does not rise by ``min_rise``,
+        the fit fails, or the midpoint lies after the last observed step. A midpoint before the
+        first checkpoint is reported as the first step.
+    """
+    steps, curve = _sorted_finite(steps, curve)
+    if log_steps:
+        keep = steps > 0
+        steps, curve = steps[keep], curve[keep]
+    if steps.size < 5:
+        return None
+    # "Never rises": the best later value does not exceed the worst earlier one by min_rise.
+    running_min = np.minimum.accumulate(curve)
+    if np.max(curve - running_min) < min_rise:
+        return None
+    x = np.log(steps) if log_steps else steps
+    span = float(x[-1] - x[0])
+    if span <= 0:
+        return None
+    low0, high0 = float(np.min(curve)), float(np.max(curve))
+    half = low0 + 0.5 * (high0 - low0)
+    mid0 = float(x[np.flatnonzero(curve >= half)[0]])
+    p0 = [low0, high0 - low0, mid0, span / 10.0]
+    amp = high0 - low0
+    bounds = (
+        [low0 - amp, 0.0, x[0] - span, span * 1e-3],
+        [high0 + amp, 3.0 * amp, x[-1] + span, 2.0 * span],
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OptimizeWarning)
+            params, _ = curve_fit(_logistic, x, curve, p0=p0, bounds=bounds, maxfev=5000)
+    except (RuntimeError, ValueError) as err:
+        logger.debug("logistic_midpoint: fit failed (%s)", err)
+        return None
+    _, rise, mid, _ = params
+    if not np.all(np.isfinite(params)) or rise < min_rise or mid > x[-1]:
+        return None
+    mid = max(mid, float(x[0]))
+    return float(math.exp(mid)) if log_steps else float(mid)
+
+
+def piecewise_breakpoint(
+    steps: np.ndarray,
+    curve: np.ndarray,
+    log_steps: bool = False,
+    min_rise: float = 0.1,
+) -> float | None:
+    """Breakpoint of a continuous two-segment piecewise-linear fit (grid search).
+
+    Fits ``y = c0 + c1 x + c2 max(0, x - k)`` by least squares for every interior checkpoint
+    ``k`` and keeps the ``k`` with the smallest residual sum of squares: the onset of the
+    rise.
+
+    Args:
+        steps: ``(K,)`` checkpoint steps.
+        curve: ``(K,)`` metric values.
+        log_steps: search in log-step instead of step (steps <= 0 are skipped).
+        min_rise: smallest observed rise (metric units) after the breakpoint.
+
+    Returns:
+        The breakpoint in steps, or None (censored) when there are fewer than 4 points, the
+        slope does not increase at the break, or the curve rises less than ``min_rise`` after
+        it.
+    """
+    steps, curve = _sorted_finite(steps, curve)
+    if log_steps:
+        keep = steps > 0
+        steps, curve = steps[keep], curve[keep]
+    if steps.size < 4:
+        return None
+    x = np.log(steps) if log_steps else steps
+    best: tuple[float, int, np.ndarray] | None = None
+    for k in range(1, x.size - 1):
+        design = np.column_stack([np.ones_like(x), x, np.maximum(0.0, x - x[k])])
+        coef, *_ = np.linalg.lstsq(design, curve, rcond=None)
+        sse = float(np.sum((design @ coef - curve) ** 2))
+        if best is None or sse < best[0]:
+            best = (sse, k, coef)
+    assert best is not None
+    _, k, coef = best
+    if coef[2] <= 0 or float(np.max(curve[k:]) - curve[k]) < min_rise:
+        return None
+    return float(math.exp(x[k])) if log_steps else float(x[k])
+
+
+def _point_estimate(
+    steps: np.ndarray, curve: np.ndarray, method: str, threshold: float | None
+) -> float | None:
+    if method == "threshold":
+        assert threshold is not None
+        return threshold_crossing(steps, curve, threshold)
+    if method == "logistic":
+        return logistic_midpoint(steps, curve)
+    if method == "piecewise":
+        return piecewise_breakpoint(steps, curve)
+    raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Run-level estimate with bootstrap CI
+# --------------------------------------------------------------------------------------------
+def estimate_emergence(
+    steps: np.ndarray,
+    tokens: np.ndarray,
+    samples: np.ndarray,
+    method: str = "threshold",
+    threshold: float | None = None,
+    *,
+    n_bootstrap: int = 200,
+    seed: int = 0,
+    ci: float = 0.95,
+    min_layer: int = 0,
+) -> EmergenceEstimate:
+    """Emergence step of one run with a percentile bootstrap CI over probe samples.
+
+    Args:
+        steps: ``(K,)`` checkpoint steps.
+        tokens: ``(K,)`` tokens seen at those steps.
+        samples: ``(K, n, ...)`` per-probe-sample scores (see :func:`emergence_curve`).
+        method: ``threshold`` | ``logistic`` | ``piecewise``.
+        threshold: level for ``method="threshold"`` (metric units); required there.
+        n_bootstrap: bootstrap replicates (resampling the n probe samples with replacement and
+            recomputing the curve and the estimate); 0 skips the CI.
+        seed: bootstrap RNG seed.
+        ci: two-sided CI level.
+        min_layer: only layers ``>= min_layer`` compete for the best head.
+
+    Returns:
+        An :class:`EmergenceEstimate` (steps, tokens); censored runs have ``step = NaN``,
+        ``censored = True`` and ``last_step`` set.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+    if method == "threshold" and threshold is None:
+        raise ValueError("threshold: required for method='threshold'")
+    if not 0 < ci < 1:
+        raise ValueError(f"ci: must be in (0, 1), got {ci}")
+    if n_bootstrap < 0:
+        raise ValueError(f"n_bootstrap: must be >= 0, got {n_bootstrap}")
+    steps = np.asarray(steps, dtype=float)
+    tokens = np.asarray(tokens, dtype=float)
+    samples = _restrict_layers(_validate_samples(samples), min_layer)
+    n_checkpoints, n_samples = samples.shape[:2]
+    if steps.shape != (n_checkpoints,) or tokens.shape != (n_checkpoints,):
+        raise ValueError(
+            f"steps, tokens: expected shape ({n_checkpoints},) to match samples "
+            f"{samples.shape}, got {steps.shape} and {tokens.shape}"
+        )
+    flat = samples.reshape(n_checkpoints, n_samples, -1)  # (K, n, F)
+    last_step = float(np.nanmax(steps))
+    threshold_value = float(threshold) if method == "threshold" else None
+
+    curve = _curves_from_weights(flat, np.ones((1, n_samples)))[0]  # (K,)
+    point = _point_estimate(steps, curve, method, threshold_value)
+    if point is None:
+        return EmergenceEstimate(
+            step=math.nan,
+            tokens=math.nan,
+            ci_low=math.nan,
+            ci_high=math.nan,
+            censored=True,
+            method=method,
+            threshold=threshold_value,
+            last_step=last_step,
+            n_bootstrap=n_bootstrap,
+            seed=seed,
+        )
+
+    ci_low = ci_high = math.nan
+    if n_bootstrap > 0:
+        rng = np.random.default_rng(seed)
+        draws = rng.integers(0, n_samples, size=(n_bootstrap, n_samples))
+        weights = np.stack([np.bincount(d, minlength=n_samples) for d in draws]).astype(float)
+        curves = _curves_from_weights(flat, weights)  # (R, K)
+        estimates = [_point_estimate(steps, c, method, threshold_value) for c in curves]
+        replicates = np.array([math.inf if e is None else e for e in estimates])
+        alpha = (1.0 - ci) / 2.0
+        # inverted_cdf never interpolates towards an inf (censored) replicate.
+        ci_low, ci_high = (
+            float(v) for v in np.quantile(replicates, [alpha, 1 - alpha], method="inverted_cdf")
+        )
+
+    order = np.argsort(steps)
+    return EmergenceEstimate(
+        step=float(point),
+        tokens=float(np.interp(point, steps[order], tokens[order])),
+        ci_low=ci_low,
+        ci_high=ci_high,
+        censored=False,
+        method=method,
+        threshold=threshold_value,
+        last_step=last_step,
+        n_bootstrap=n_bootstrap,
+        seed=seed,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Table over runs
+# --------------------------------------------------------------------------------------------
+def _run_tokens(run_name: str, scores: dict[str, np.ndarray]) -> np.ndarray:
+    for key in ("tokens", "tokens_seen"):
+        if key in scores:
+            return np.asarray(scores[key], dtype=float)
+    raise ValueError(f"score_samples[{run_name!r}]: missing 'tokens' (tokens seen per step)")
+
+
+def detect_emergence_table(
+    score_samples: dict[str, dict[str, np.ndarray]],
+    sweep_manifest: pd.DataFrame | None,
+    specs: list[dict[str, Any]],
+) -> pd.DataFrame:
+    """Emergence estimates for every run and every detection spec, joined to covariates.
+
+    Args:
+        score_samples: ``{run_name: {"steps": (K,), "tokens": (K,), <metric>: (K, n, ...)}}``
+            as scored by telemetry (``tokens_seen`` is accepted for ``tokens``).
+        sweep_manifest: one row per run (``run_name`` plus covariates); may be None or empty.
+        specs: detection specs, e.g. ``{"metric": "prefix_matching", "method": "threshold",
+            "threshold": 0.4, "min_layer": 1, "n_bootstrap": 200, "seed": 0, "ci": 0.95}``.
+
+    Returns:
+        One row per (run, spec) with columns ``run_name, metric, method, step, tokens, ci_low,
+        ci_high, censored, threshold, last_step`` (steps / tokens; ``threshold`` NaN when the
+        method has none) and the manifest covariates ``preset, batch_size, context_length,
+        seed, copy_rate, data_variant`` that exist. Censored runs are kept (``step`` NaN).
+        A run lacking a spec's metric is skipped with a warning.
+    """
+    if not specs:
+        raise ValueError("specs: at least one emergence detection spec is required")
+    rows: list[dict[str, Any]] = []
+    for run_name in sorted(score_samples):
+        scores = score_samples[run_name]
+        if "steps" not in scores:
+            raise ValueError(f"score_samples[{run_name!r}]: missing 'steps'")
+        steps = np.asarray(scores["steps"], dtype=float)
+        tokens = _run_tokens(run_name, scores)
+        for spec in specs:
+            if "metric" not in spec:
+                raise ValueError(f"specs: every spec needs a 'metric', got {spec}")
+            metric = spec["metric"]
+            if metric not in scores:
+                logger.warning("run %s has no %r samples: skipped for this spec", run_name, metric)
+                continue
+            estimate = estimate_emergence(
+                steps,
+                tokens,
+                scores[metric],
+                method=spec.get("method", "threshold"),
+                threshold=spec.get("threshold"),
+                n_bootstrap=int(spec.get("n_bootstrap", 200)),
+                seed=int(spec.get("seed", 0)),
+                ci=float(spec.get("ci", 0.95)),
+                min_layer=int(spec.get("min_layer", 0)),
+            )
+            if estimate.censored:
+                logger.info(
+                    "run %s, %s/%s: censored (no emergence by step %g)",
+                    run_name,
+                    metric,
+                    estimate.method,
+                    estimate.last_step,
+                )
+            rows.append(
+                {
+                    "run_name": run_name,
+                    "metric": metric,
+                    "method": estimate.method,
+                    "step": estimate.step,
+                    "tokens": estimate.tokens,
+                    "ci_low": estimate.ci_low,
+                    "ci_high": estimate.ci_high,
+                    "censored": estimate.censored,
+                    "threshold": math.nan if estimate.threshold is None else estimate.threshold,
+                    "last_step": estimate.last_step,
+                }
+            )
+    table = pd.DataFrame(rows, columns=EMERGENCE_COLUMNS)
+    table = table.astype(
+        {
+            "step": float,
+            "tokens": float,
+            "ci_low": float,
+            "ci_high": float,
+            "censored": bool,
+            "threshold": float,
+            "last_step": float,
+        }
+    )
+    if sweep_manifest is not None and len(sweep_manifest) and "run_name" in sweep_manifest:
+        covariates = [c for c in COVARIATE_COLUMNS if c in sweep_manifest.columns]
+        manifest = sweep_manifest[["run_name", *covariates]].drop_duplicates("run_name")
+        table = table.merge(manifest, on="run_name", how="left", validate="many_to_one")
+    return table.reset_index(drop=True)

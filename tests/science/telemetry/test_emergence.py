@@ -1,0 +1,202 @@
+"""Emergence detection on synthetic sigmoid trajectories with a known emergence step."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ih_kedro.science.telemetry.emergence import (
+    EMERGENCE_COLUMNS,
+    detect_emergence_table,
+    emergence_curve,
+    estimate_emergence,
+    logistic_midpoint,
+    piecewise_breakpoint,
+    threshold_crossing,
+)
+
+STEPS = np.arange(50.0, 2001.0, 50.0)  # (K,)
+TOKENS_PER_STEP = 64 * 32
+
+
+def _log_logistic(steps: np.ndarray, midpoint: float, low=0.03, rise=0.6, width=0.15):
+    """A curve that is a logistic in log-step with its midpoint at ``midpoint`` steps."""
+    return low + rise / (1.0 + np.exp(-(np.log(steps) - math.log(midpoint)) / width))
+
+
+def _samples(curve: np.ndarray, *, n=100, layers=2, heads=4, sd=0.1, seed=0) -> np.ndarray:
+    """(K, n, layers, heads) PS samples: layer 1 head 2 follows ``curve``, the rest baseline."""
+    rng = np.random.default_rng(seed)
+    base = np.full((curve.size, n, layers, heads), 0.03)
+    base[:, :, 1, 2] = curve[:, None]
+    # Layer 0 gets a strong previous-token-like head that min_layer=1 must ignore.
+    base[:, :, 0, 0] = 0.9
+    return base + rng.normal(0.0, sd, size=base.shape)
+
+
+def test_threshold_crossing_interpolates_exactly():
+    assert threshold_crossing(np.array([0, 100, 200]), np.array([0.0, 0.2, 0.6]), 0.4) == 150.0
+    # Unsorted input, and a crossing at a checkpoint.
+    assert threshold_crossing(np.array([200, 0, 100]), np.array([0.6, 0.0, 0.4]), 0.4) == 100.0
+    assert threshold_crossing(np.array([0, 100]), np.array([0.5, 0.6]), 0.4) == 0.0
+    assert threshold_crossing(np.array([0, 100]), np.array([0.1, 0.2]), 0.4) is None
+
+
+def test_emergence_curve_takes_best_head_above_min_layer():
+    curve = _log_logistic(STEPS, 800.0)
+    samples = _samples(curve, sd=0.0)
+    np.testing.assert_allclose(emergence_curve(samples, min_layer=1), np.maximum(curve, 0.03))
+    np.testing.assert_allclose(emergence_curve(samples, min_layer=0), 0.9)
+    # Model-level metrics (K, n): mean over samples.
+    np.testing.assert_allclose(emergence_curve(samples[:, :, 1, 2]), curve)
+    with pytest.raises(ValueError, match="min_layer"):
+        emergence_curve(samples, min_layer=2)
+
+
+def test_logistic_recovers_midpoint():
+    rng = np.random.default_rng(1)
+    curve = _log_logistic(STEPS, 700.0) + rng.normal(0, 0.01, STEPS.size)
+    mid = logistic_midpoint(STEPS, curve)
+    assert mid == pytest.approx(700.0, rel=0.05)
+    # Flat curve: no emergence.
+    assert logistic_midpoint(STEPS, np.full(STEPS.size, 0.03)) is None
+    # Rising only after the last checkpoint: midpoint beyond the data is censored.
+    assert logistic_midpoint(STEPS, _log_logistic(STEPS, 20000.0)) is None
+
+
+def test_piecewise_breakpoint_finds_onset():
+    curve = np.where(STEPS < 1000, 0.03, 0.03 + (STEPS - 1000) * 0.0005)
+    assert piecewise_breakpoint(STEPS, curve) == pytest.approx(1000.0, abs=50)
+    assert piecewise_breakpoint(STEPS, np.full(STEPS.size, 0.03)) is None
+
+
+def test_bootstrap_ci_covers_truth():
+    truth_curve = _log_logistic(STEPS, 900.0)
+    # The estimand: the crossing of the noiseless curve as seen at the checkpoints.
+    truth = threshold_crossing(STEPS, truth_curve, 0.4)
+    covered = 0
+    n_datasets = 20
+    for seed in range(n_datasets):
+        est = estimate_emergence(
+            STEPS,
+            STEPS * TOKENS_PER_STEP,
+            _samples(truth_curve, seed=seed),
+            method="threshold",
+            threshold=0.4,
+            n_bootstrap=200,
+            seed=seed,
+            min_layer=1,
+        )
+        assert not est.censored
+        assert est.ci_low <= est.step <= est.ci_high
+        assert est.tokens == pytest.approx(est.step * TOKENS_PER_STEP)
+        covered += est.ci_low <= truth <= est.ci_high
+    assert covered >= 0.8 * n_datasets
+
+
+def test_logistic_estimate_with_bootstrap():
+    est = estimate_emergence(
+        STEPS,
+        STEPS * TOKENS_PER_STEP,
+        _samples(_log_logistic(STEPS, 900.0), seed=3),
+        method="logistic",
+        n_bootstrap=30,
+        seed=0,
+        min_layer=1,
+    )
+    assert est.step == pytest.approx(900.0, rel=0.05)
+    assert est.ci_low <= 900.0 <= est.ci_high
+    assert est.threshold is None
+
+
+def test_never_crossing_is_censored_with_last_step():
+    flat = _samples(np.full(STEPS.size, 0.05), seed=4)
+    for method in ("threshold", "logistic", "piecewise"):
+        est = estimate_emergence(
+            STEPS, STEPS * 10, flat, method=method, threshold=0.4, n_bootstrap=20, min_layer=1
+        )
+        assert est.censored, method
+        assert math.isnan(est.step) and math.isnan(est.tokens)
+        assert est.last_step == 2000.0
+
+
+def test_estimate_validates_arguments():
+    samples = _samples(_log_logistic(STEPS, 900.0))
+    with pytest.raises(ValueError, match="threshold"):
+        estimate_emergence(STEPS, STEPS, samples, method="threshold")
+    with pytest.raises(ValueError, match="method"):
+        estimate_emergence(STEPS, STEPS, samples, method="magic")
+    with pytest.raises(ValueError, match="steps, tokens"):
+        estimate_emergence(STEPS[:-1], STEPS[:-1], samples, threshold=0.4)
+
+
+def test_table_has_columns_and_joins_covariates():
+    runs = {
+        "b32_c32_s0": {
+            "steps": STEPS,
+            "tokens": STEPS * 32 * 32,
+            "prefix_matching": _samples(_log_logistic(STEPS, 900.0), n=20, seed=0),
+            "associative_recall": np.clip(
+                _log_logistic(STEPS, 1000.0)[:, None] + np.zeros((1, 20)), 0, 1
+            ),
+        },
+        "b64_c32_s0": {
+            "steps": STEPS,
+            "tokens_seen": STEPS * 64 * 32,
+            "prefix_matching": _samples(np.full(STEPS.size, 0.05), n=20, seed=1),
+        },
+    }
+    manifest = pd.DataFrame(
+        {
+            "run_name": ["b32_c32_s0", "b64_c32_s0"],
+            "preset": ["attn2l", "attn2l"],
+            "batch_size": [32, 64],
+            "context_length": [32, 32],
+            "seed": [0, 0],
+            "copy_rate": [1.0, 1.0],
+            "data_variant": ["copy_spans", "copy_spans"],
+            "learning_rate": [3e-3, 3e-3],
+        }
+    )
+    specs = [
+        {
+            "metric": "prefix_matching",
+            "method": "threshold",
+            "threshold": 0.4,
+            "min_layer": 1,
+            "n_bootstrap": 20,
+            "seed": 0,
+        },
+        {
+            "metric": "associative_recall",
+            "method": "threshold",
+            "threshold": 0.3,
+            "n_bootstrap": 20,
+            "seed": 0,
+        },
+    ]
+    table = detect_emergence_table(runs, manifest, specs)
+    assert list(table.columns) == [
+        *EMERGENCE_COLUMNS,
+        "preset",
+        "batch_size",
+        "context_length",
+        "seed",
+        "copy_rate",
+        "data_variant",
+    ]
+    # The second run has no associative_recall samples: 3 rows, censored run kept.
+    assert len(table) == 3
+    censored = table[table.run_name == "b64_c32_s0"].iloc[0]
+    assert censored.censored and np.isnan(censored.step) and censored.last_step == 2000.0
+    assert censored.batch_size == 64
+    emerged = table[(table.run_name == "b32_c32_s0") & (table.metric == "prefix_matching")]
+    assert emerged.step.iloc[0] == pytest.approx(
+        threshold_crossing(STEPS, _log_logistic(STEPS, 900.0), 0.4), rel=0.05
+    )
+    assert table.threshold.tolist() == [0.4, 0.3, 0.4]
+    # Without a manifest: only the emergence columns.
+    assert list(detect_emergence_table(runs, None, specs[:1]).columns) == EMERGENCE_COLUMNS
