@@ -1,0 +1,267 @@
+"""Thin Kedro nodes around ``ih_kedro.science.telemetry``; no file I/O (the catalog does it)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+from ih_kedro.science.packed import PackedTokens  # noqa: E402
+from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint  # noqa: E402
+from ih_kedro.science.telemetry.probes import (  # noqa: E402
+    ProbeSet,
+    default_probe_length,
+    frequent_token_pool,
+    uniform_token_pool,
+)
+from ih_kedro.science.telemetry.probes import (
+    make_probe_set as build_probe_set,
+)
+from ih_kedro.science.telemetry.scores import score_checkpoint  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+HEAD_COLUMNS = ["run_name", "step", "tokens_seen", "layer", "head", "metric", "value", "sd",
+                "probe_source"]  # fmt: skip
+MODEL_COLUMNS = ["run_name", "step", "tokens_seen", "metric", "value", "sd", "probe_source"]
+SAMPLE_METRICS = ("prefix_matching", "associative_recall", "repeated_loss_drop")
+
+
+def make_probe_set(train_tokens: PackedTokens, params: dict[str, Any]) -> ProbeSet:
+    """The fixed probe set: repeated probes plus Bi-Induct variants (SEP = EOS).
+
+    ``params["probe"]``: ``n_samples``, ``length`` (null: the longest reference length 50;
+    each run uses ``min(50, C // 2)`` of it), ``source`` (``frequent`` | ``uniform``),
+    ``top_k``, ``seed``.
+    """
+    probe = params["probe"]
+    eos = int(train_tokens.eos_token_id)
+    vocab = int(probe.get("vocab_size") or train_tokens.vocab_size)
+    if probe["source"] == "frequent":
+        pool = frequent_token_pool(train_tokens.tokens, vocab, int(probe["top_k"]), exclude=(eos,))
+    elif probe["source"] == "uniform":
+        pool = uniform_token_pool(vocab, exclude=(eos,))
+    else:
+        raise ValueError(
+            f"telemetry.probe.source must be 'frequent' or 'uniform', got {probe['source']!r}"
+        )
+    length = int(probe.get("length") or min(50, len(pool)))
+    return build_probe_set(pool, int(probe["n_samples"]), length, int(probe["seed"]),
+                           probe["source"], sep_token=eos)  # fmt: skip
+
+
+def _run_probe_length(probe_set: ProbeSet, params: dict[str, Any], context_length: int) -> int:
+    fixed = params["probe"].get("length")
+    length = int(fixed) if fixed else default_probe_length(int(context_length))
+    return min(length, probe_set.length)
+
+
+def _run_probes(probe_set: ProbeSet, params: dict[str, Any], context_length: int) -> ProbeSet:
+    """The run's probes: ``2L <= C``; snippets (``2L + 1`` tokens) shortened by one if needed."""
+    length = _run_probe_length(probe_set, params, context_length)
+    probes = probe_set.with_length(length)
+    if probes.variants and 2 * length + 1 > context_length:
+        shorter = probe_set.with_length(max(1, (context_length - 1) // 2))
+        probes = replace(probes, variants=shorter.variants)
+    return probes
+
+
+def score_checkpoints(
+    sweep_manifest: pd.DataFrame,
+    probe_set: ProbeSet,
+    validation_tokens: PackedTokens | None,
+    params: dict[str, Any],
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
+    """Score every checkpoint of every run in the manifest.
+
+    Returns tidy ``head_scores`` and ``model_scores`` and ``score_samples``:
+    ``{run_name: {"steps": (K,), "tokens": (K,), "prefix_matching": (K, n, layers, heads),
+    "associative_recall": (K, n), "repeated_loss_drop": (K, n)}}``.
+    """
+    head_rows: list[dict[str, Any]] = []
+    model_rows: list[dict[str, Any]] = []
+    samples: dict[str, dict[str, np.ndarray]] = {}
+    n_validation = int(params.get("n_validation_sequences", 16))
+    for run in sweep_manifest.itertuples(index=False):
+        checkpoints = list_checkpoints(run.run_dir)
+        if not checkpoints:
+            logger.warning("run %s: no checkpoints under %s", run.run_name, run.run_dir)
+            continue
+        context_length = int(run.context_length)
+        probes = _run_probes(probe_set, params, context_length)
+        validation = None
+        if validation_tokens is not None and n_validation > 0:
+            validation = np.asarray(validation_tokens.sequences(context_length)[:n_validation])
+        per_run: dict[str, list] = {"steps": [], "tokens": [], **{m: [] for m in SAMPLE_METRICS}}
+        for step, path, tokens_seen in tqdm(checkpoints, desc=f"telemetry {run.run_name}"):
+            model = load_checkpoint(path)
+            heads, models, per_sample = score_checkpoint(
+                model, probes, validation, batch_size=int(params["batch_size"]),
+                top_fraction=float(params.get("top_fraction", 0.02)),
+                min_layer=int(params.get("min_layer", 1)), run_name=run.run_name, step=step,
+                tokens_seen=tokens_seen,
+            )  # fmt: skip
+            head_rows.extend(heads)
+            model_rows.extend(models)
+            per_run["steps"].append(step)
+            per_run["tokens"].append(tokens_seen)
+            for metric in SAMPLE_METRICS:
+                per_run[metric].append(per_sample[metric])
+        samples[run.run_name] = {key: np.stack(values) for key, values in per_run.items()}
+    head_scores = pd.DataFrame(head_rows, columns=HEAD_COLUMNS)
+    model_scores = pd.DataFrame(model_rows, columns=MODEL_COLUMNS)
+    return head_scores, model_scores, samples
+
+
+def emergence_specs(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Expand ``telemetry.emergence`` into one spec per (metric, method)."""
+    config = params["emergence"]
+    specs = []
+    for metric_spec in config["metrics"]:
+        for method in config["methods"]:
+            specs.append({**metric_spec, "method": method,
+                          "n_bootstrap": int(config.get("n_bootstrap", 200)),
+                          "seed": int(config.get("seed", 0)), "ci": float(config.get("ci", 0.95))})  # fmt: skip
+    return specs
+
+
+def detect_emergence(
+    score_samples: dict[str, dict[str, np.ndarray]],
+    sweep_manifest: pd.DataFrame,
+    params: dict[str, Any],
+) -> pd.DataFrame:
+    """The emergence table (``science.telemetry.emergence.detect_emergence_table``)."""
+    from ih_kedro.science.telemetry.emergence import detect_emergence_table
+
+    return detect_emergence_table(score_samples, sweep_manifest, emergence_specs(params))
+
+
+def _mlflow_metric_frames(head_scores: pd.DataFrame, model_scores: pd.DataFrame) -> pd.DataFrame:
+    model = model_scores[~model_scores["metric"].str.startswith("loss_pos_")]
+    model = model[["run_name", "step", "metric", "value"]].copy()
+    model["metric"] = "telemetry/" + model["metric"]
+    best = head_scores.groupby(["run_name", "step", "metric"], as_index=False)["value"].max()
+    best["metric"] = "telemetry/max_head/" + best["metric"]
+    return pd.concat([model, best], ignore_index=True)
+
+
+def log_telemetry_to_mlflow(
+    head_scores: pd.DataFrame, model_scores: pd.DataFrame, sweep_manifest: pd.DataFrame
+) -> None:
+    """Log step-indexed telemetry into each run's MLflow run (by ``mlflow_run_id``).
+
+    Model metrics and, per head metric, the best head's value; runs without an id (or whose
+    id is unknown to the tracking store) are skipped with a log line.
+    """
+    import mlflow
+
+    metrics = _mlflow_metric_frames(head_scores, model_scores)
+    for run in sweep_manifest.itertuples(index=False):
+        run_id = getattr(run, "mlflow_run_id", None)
+        if not isinstance(run_id, str) or not run_id:
+            logger.info("run %s has no mlflow_run_id: telemetry not logged", run.run_name)
+            continue
+        rows = metrics[metrics["run_name"] == run.run_name]
+        try:
+            with mlflow.start_run(run_id=run_id, nested=True):
+                for step, group in rows.groupby("step"):
+                    values = {m: float(v) for m, v in zip(group["metric"], group["value"], strict=True)
+                              if math.isfinite(float(v))}  # fmt: skip
+                    mlflow.log_metrics(values, step=int(step))
+        except Exception as error:  # noqa: BLE001 - a missing run must not fail the pipeline
+            logger.warning("run %s: MLflow logging skipped (%s)", run.run_name, error)
+
+
+def plot_prefix_matching_over_training(head_scores: pd.DataFrame) -> plt.Figure:
+    """Per-head prefix-matching score over tokens seen, one line per head, a panel per run."""
+    data = head_scores[head_scores["metric"] == "prefix_matching"].copy()
+    data["head_id"] = "L" + data["layer"].astype(str) + "H" + data["head"].astype(str)
+    x = "tokens_seen" if data["tokens_seen"].notna().all() and len(data) else "step"
+    grid = sns.relplot(data=data, x=x, y="value", hue="head_id", col="run_name", col_wrap=3,
+                       kind="line", height=3, facet_kws={"sharex": False})  # fmt: skip
+    grid.set_axis_labels(x, "prefix-matching score")
+    return grid.figure
+
+
+def plot_head_heatmaps(head_scores: pd.DataFrame, params: dict[str, Any]) -> plt.Figure:
+    """Layer x head prefix-matching heatmaps per run at chosen steps (``heatmap_steps``).
+
+    ``heatmap_steps``: a list of steps, or null for each run's first, middle and last.
+    """
+    data = head_scores[head_scores["metric"] == "prefix_matching"]
+    runs = sorted(data["run_name"].unique())
+    chosen = {}
+    for run in runs:
+        steps = sorted(data.loc[data["run_name"] == run, "step"].unique())
+        wanted = params.get("heatmap_steps")
+        chosen[run] = (
+            [s for s in steps if s in wanted]
+            if wanted
+            else sorted({steps[0], steps[len(steps) // 2], steps[-1]})
+        )
+    n_cols = max((len(v) for v in chosen.values()), default=1) or 1
+    fig, axes = plt.subplots(max(1, len(runs)), n_cols, squeeze=False,
+                             figsize=(3 * n_cols, 2.5 * max(1, len(runs))))  # fmt: skip
+    for row, run in enumerate(runs):
+        for col, step in enumerate(chosen[run]):
+            cell = data[(data["run_name"] == run) & (data["step"] == step)]
+            grid = cell.pivot_table(index="layer", columns="head", values="value")
+            sns.heatmap(grid, vmin=0, vmax=1, ax=axes[row][col], cmap="viridis", cbar=col == 0)
+            axes[row][col].set_title(f"{run} step {step}", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def discover_external_checkpoints(params: dict[str, Any]) -> pd.DataFrame:
+    """A ``sweep_manifest``-like frame for a local folder of HF checkpoint folders.
+
+    ``telemetry.external_checkpoints`` is a folder of ``step*`` checkpoint folders (one run),
+    or a folder of such folders (one run each). ``context_length`` comes from
+    ``telemetry.external_context_length`` or the first checkpoint's config.
+    """
+    root = params.get("external_checkpoints")
+    if not root:
+        raise ValueError("telemetry.external_checkpoints: set it to a folder of HF checkpoints")
+    root = Path(root)
+    candidates = (
+        [root]
+        if list_checkpoints_safe(root)
+        else sorted(p for p in root.iterdir() if p.is_dir() and list_checkpoints_safe(p))
+    )
+    if not candidates:
+        raise ValueError(f"telemetry.external_checkpoints: no HF checkpoint folders in {root}")
+    rows = []
+    for run_dir in candidates:
+        first = list_checkpoints(run_dir)[0][1]
+        from transformers import AutoConfig
+
+        import ih_kedro.science.models  # noqa: F401
+
+        config = AutoConfig.from_pretrained(str(first))
+        context = params.get("external_context_length") or getattr(
+            config, "max_position_embeddings", getattr(config, "n_positions", 512)
+        )
+        rows.append({"run_name": run_dir.name, "run_dir": str(run_dir.resolve()),
+                     "mlflow_run_id": None, "context_length": int(context),
+                     "preset": config.model_type})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def list_checkpoints_safe(folder: Path) -> list:
+    """``list_checkpoints`` that returns [] for folders without checkpoints."""
+    try:
+        return list_checkpoints(folder)
+    except ValueError:
+        return []

@@ -1,0 +1,460 @@
+"""Head- and model-level induction telemetry for one checkpoint.
+
+Every head is scored from the same batched forward passes (one pass per probe batch, with the
+instrumented attention recording all layers), never one pass per head.
+
+Per head, on repeated probes ``x = S ‖ S`` (``|S| = L``, unique tokens), queries ``i`` in the
+second half ``[L, 2L)``:
+
+- **prefix matching** (PS): attention from ``i`` to ``i - (L - 1)``, the token after the
+  previous occurrence of ``x_i`` (reference ``head_detector.py``).
+- **previous token**: attention from ``i`` to ``i - 1`` (same queries, as in the reference).
+- **induction / anti-induction**: attention to the token after / before the previous
+  occurrence of the query token, found from the tokens themselves, so they apply to any
+  probe (on repeated probes induction equals PS). On Bi-Induct snippets ``S ‖ SEP ‖ S`` and
+  ``S ‖ SEP ‖ reverse(S)`` the queries are the second copy.
+- **logit attribution** (reference): the head's output ``o_h = z_h W_O^h`` (no final norm)
+  dotted with the unembedding of each of the ``L`` in-sample tokens, centred over them,
+  ReLU'd; the score is the target's share of the positive boosts, in ``[0, 1]``. The target
+  of query ``i`` is ``x_{i-L+1}``.
+- **direct logit attribution** (DLA): ``o_h`` through the final norm (centred for LayerNorm,
+  divided by the clean run's ``ln_final.hook_scale``, times ``gamma``) dotted with the
+  target's unembedding, in logits (nats of unnormalised log-probability).
+- **copying**: the same centred/ReLU share as logit attribution, but for the token the head
+  *attends to most* rather than the target: does the head raise the logit of the token it
+  reads? In ``[0, 1]``; for an induction head the attended token is the target, so copying
+  equals logit attribution.
+
+Per model: associative recall (share of second-half positions whose target ranks first over
+the full vocabulary, and the mean number of tokens ranked above it), repeated-half loss drop
+(mean loss on first-half targets minus second-half targets, nats), and on held-out natural text
+the ICL score (loss at a late token minus loss at an early token, Olsson et al.: 500 vs 50 at
+``C = 512``, scaled with ``C``), loss by position and the validation loss.
+
+Per-head values are means over probe samples; ``sd`` is the sd across probe samples.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ih_kedro.science.telemetry.instrumentation import (
+    final_norm,
+    hook_name,
+    instrument,
+    n_layers_heads,
+    norm_is_centering,
+    norm_weight,
+    output_projection_weights,
+)
+from ih_kedro.science.telemetry.probes import ProbeSet
+
+logger = logging.getLogger(__name__)
+
+PATTERN_METRICS = ("prefix_matching", "previous_token", "induction", "anti_induction")
+LOGIT_METRICS = ("logit_attribution", "direct_logit_attribution", "copying")
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def previous_occurrence(tokens: torch.Tensor) -> torch.Tensor:
+    """Position of the most recent earlier occurrence of each token, ``(B, T)``, -1 if none."""
+    seq = tokens.shape[1]
+    same = tokens[:, :, None] == tokens[:, None, :]  # (B, T, T)
+    earlier = torch.ones(seq, seq, dtype=torch.bool, device=tokens.device).tril(-1)  # (T, T)
+    positions = torch.arange(seq, device=tokens.device).expand(seq, seq)  # (T, T)
+    masked = torch.where(same & earlier, positions, torch.full_like(positions, -1))  # (B, T, T)
+    return masked.max(dim=-1).values  # (B, T)
+
+
+def _attention_at(pattern: torch.Tensor, keys: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Mean attention from each valid query to its key, per sample and head, ``(B, H)``.
+
+    ``pattern`` is (B, H, T, S); ``keys`` (B, T) holds a key position per query; ``valid``
+    (B, T) marks the queries that count. Samples without a valid query get NaN.
+    """
+    index = keys.clamp(min=0)[:, None, :, None].expand(-1, pattern.shape[1], -1, 1)  # (B,H,T,1)
+    picked = pattern.gather(-1, index).squeeze(-1).float()  # (B, H, T)
+    weights = valid[:, None, :].float()  # (B, 1, T)
+    return (picked * weights).sum(-1) / weights.sum(-1)  # (B, H)
+
+
+def _pattern_keys(tokens: torch.Tensor, repeated_length: int | None) -> dict[str, tuple]:
+    """``{metric: (keys (B, T), valid (B, T))}`` for the attention-based head scores."""
+    batch, seq = tokens.shape
+    positions = torch.arange(seq, device=tokens.device).expand(batch, seq)  # (B, T)
+    prev = previous_occurrence(tokens)  # (B, T)
+    has_prev = prev >= 0
+    out = {
+        "induction": (prev + 1, has_prev),
+        "anti_induction": (prev - 1, has_prev & (prev >= 1)),
+    }
+    if repeated_length is not None:
+        length = repeated_length
+        second = positions >= length
+        out["prefix_matching"] = (positions - (length - 1), second)
+        out["previous_token"] = (positions - 1, second)
+    return out
+
+
+@torch.no_grad()
+def _probe_batches(
+    model: nn.Module, probes: torch.Tensor, batch_size: int, record_z: bool
+) -> Iterable[tuple[torch.Tensor, Any, dict[str, torch.Tensor]]]:
+    if batch_size <= 0:
+        raise ValueError(f"telemetry.batch_size must be positive, got {batch_size}")
+    was_training = model.training
+    model.eval()
+    device = _device(model)
+    try:
+        with instrument(
+            model, record_pattern=True, record_z=record_z, record_final_norm=record_z
+        ) as inst:
+            for start in range(0, probes.shape[0], batch_size):
+                batch = probes[start : start + batch_size].to(device)  # (B, T)
+                output = model(batch)
+                yield batch, output, inst.cache
+    finally:
+        model.train(was_training)
+
+
+@torch.no_grad()
+def head_pattern_scores(
+    model: nn.Module,
+    probes: torch.Tensor,
+    batch_size: int = 32,
+    repeated: bool = True,
+) -> dict[str, torch.Tensor]:
+    """Attention-based scores of every head, per probe sample.
+
+    Args:
+        probes: ``(n, T)`` token ids; ``repeated`` says they are ``S ‖ S`` (adds
+            ``prefix_matching`` and ``previous_token``; induction scores always apply).
+
+    Returns:
+        ``{metric: (n, n_layers, n_heads)}`` float tensors, attention weights in [0, 1].
+    """
+    n_layers, _ = n_layers_heads(model)
+    length = probes.shape[1] // 2 if repeated else None
+    chunks: dict[str, list[torch.Tensor]] = {}
+    for batch, _output, cache in _probe_batches(model, probes, batch_size, record_z=False):
+        keys = _pattern_keys(batch, length)
+        for metric, (key, valid) in keys.items():
+            per_layer = [
+                _attention_at(cache[hook_name(layer, "hook_pattern")], key, valid)  # (B, H)
+                for layer in range(n_layers)
+            ]
+            chunks.setdefault(metric, []).append(torch.stack(per_layer, dim=1).cpu())
+    return {metric: torch.cat(parts) for metric, parts in chunks.items()}  # (n, layers, heads)
+
+
+def prefix_matching_scores_per_sample(
+    model: nn.Module, probes: torch.Tensor, batch_size: int = 32
+) -> torch.Tensor:
+    """Prefix-matching score of every head per probe sample, ``(n_samples, n_layers, n_heads)``."""
+    return head_pattern_scores(model, probes, batch_size)["prefix_matching"]
+
+
+def prefix_matching_scores(
+    model: nn.Module, probes: torch.Tensor, batch_size: int = 32
+) -> torch.Tensor:
+    """Mean prefix-matching score of every head, ``(n_layers, n_heads)`` in [0, 1].
+
+    The mean attention from second-half query ``i`` in ``[L, 2L)`` to key ``i - (L - 1)``.
+    """
+    return prefix_matching_scores_per_sample(model, probes, batch_size).mean(0)
+
+
+def uniform_prefix_matching_baseline(length: int) -> float:
+    """PS of a head attending uniformly over its causal window: mean of ``1/(i+1)``, i in [L, 2L)."""
+    return float(np.mean([1.0 / (i + 1) for i in range(length, 2 * length)]))
+
+
+def _centred_share(boosts: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Share of the positive, mean-centred boosts taken by ``index``; (..., K) -> (...)."""
+    centred = torch.relu(boosts - boosts.mean(-1, keepdim=True))  # (..., K)
+    chosen = centred.gather(-1, index[..., None]).squeeze(-1)  # (...)
+    total = centred.sum(-1)
+    return torch.where(total > 0, chosen / total.clamp(min=1e-30), torch.zeros_like(total))
+
+
+def _repeated_batch_scores(  # noqa: PLR0917
+    model: nn.Module,
+    batch: torch.Tensor,  # (B, 2L)
+    logits: torch.Tensor,  # (B, 2L, V)
+    cache: dict[str, torch.Tensor],
+    w_o: list[torch.Tensor],
+    length: int,
+) -> dict[str, torch.Tensor]:
+    """Logit-based head scores (B, layers, heads) and model scores (B,) of one probe batch."""
+    n_layers, _ = n_layers_heads(model)
+    second = slice(length, 2 * length)
+    sample = batch[:, :length]  # (B, L)
+    targets = batch[:, 1 : length + 1]  # (B, L): target of query i in [L, 2L) is x_{i-L+1}
+    w_u = model.get_output_embeddings().weight  # (V, d)
+    u_sample = w_u[sample].float()  # (B, L, d)
+    target_slot = torch.arange(1, length + 1, device=batch.device) % length  # (L,)
+    target_slot = target_slot.expand(batch.shape[0], -1)  # (B, L) index into the sample
+
+    norm = final_norm(model)
+    gamma = norm_weight(norm)
+    u_target = w_u[targets].float()  # (B, L, d)
+    if gamma is not None:
+        u_target = u_target * gamma.float()
+    if norm_is_centering(norm):
+        u_target = u_target - u_target.mean(-1, keepdim=True)
+    scale = cache["ln_final.hook_scale"][:, second].float()  # (B, L, 1)
+
+    out: dict[str, list[torch.Tensor]] = {m: [] for m in LOGIT_METRICS}
+    for layer in range(n_layers):
+        z = cache[hook_name(layer, "hook_z")][:, second].float()  # (B, L, H, dh)
+        pattern = cache[hook_name(layer, "hook_pattern")][:, :, second]  # (B, H, L, S)
+        head_out = torch.einsum("bthe,hed->bthd", z, w_o[layer].float())  # (B, L, H, d)
+        boosts = torch.einsum("bthd,bkd->bthk", head_out, u_sample)  # (B, L, H, L)
+        slot = target_slot[:, :, None].expand(-1, -1, boosts.shape[2])  # (B, L, H)
+        out["logit_attribution"].append(_centred_share(boosts, slot).mean(1))  # (B, H)
+        attended = pattern.argmax(-1).transpose(1, 2)  # (B, L, H) key positions
+        attended_slot = attended % length  # in-sample slot of the attended token
+        out["copying"].append(_centred_share(boosts, attended_slot).mean(1))  # (B, H)
+        dla = torch.einsum("bthd,btd->bth", head_out, u_target) / scale  # (B, L, H)
+        out["direct_logit_attribution"].append(dla.mean(1))  # (B, H)
+    scores = {m: torch.stack(v, dim=1) for m, v in out.items()}  # (B, layers, heads)
+
+    second_logits = logits[:, second].float()  # (B, L, V)
+    target_logit = second_logits.gather(-1, targets[..., None])  # (B, L, 1)
+    ranks = (second_logits > target_logit).sum(-1).float()  # (B, L) tokens ranked above
+    scores["associative_recall"] = (ranks == 0).float().mean(-1)  # (B,)
+    scores["associative_recall_mean_rank"] = ranks.mean(-1)  # (B,)
+    token_loss = nn.functional.cross_entropy(
+        logits[:, :-1].float().transpose(1, 2), batch[:, 1:], reduction="none"
+    )  # (B, 2L-1); entry t is the loss of predicting x_{t+1}
+    first_loss = token_loss[:, : length - 1].mean(-1)  # targets x_1 .. x_{L-1}
+    second_loss = token_loss[:, length:].mean(-1)  # targets x_{L+1} .. x_{2L-1}
+    scores["repeated_loss_drop"] = first_loss - second_loss  # (B,) nats
+    return scores
+
+
+@torch.no_grad()
+def repeated_probe_scores(
+    model: nn.Module, probes: torch.Tensor, batch_size: int = 32
+) -> dict[str, torch.Tensor]:
+    """All head and model scores on repeated probes ``(n, 2L)``, one forward pass per batch.
+
+    Returns ``{metric: (n, n_layers, n_heads)}`` for ``PATTERN_METRICS`` and ``LOGIT_METRICS``
+    and ``{metric: (n,)}`` for ``associative_recall``, ``associative_recall_mean_rank`` and
+    ``repeated_loss_drop``.
+    """
+    if probes.shape[1] % 2:
+        raise ValueError(f"repeated probes need an even length, got {probes.shape[1]}")
+    length = probes.shape[1] // 2
+    n_layers, _ = n_layers_heads(model)
+    w_o = [w.detach() for w in output_projection_weights(model)]
+    chunks: dict[str, list[torch.Tensor]] = {}
+    for batch, output, cache in _probe_batches(model, probes, batch_size, record_z=True):
+        for metric, (key, valid) in _pattern_keys(batch, length).items():
+            per_layer = [
+                _attention_at(cache[hook_name(layer, "hook_pattern")], key, valid)
+                for layer in range(n_layers)
+            ]
+            chunks.setdefault(metric, []).append(torch.stack(per_layer, dim=1).cpu())
+        batch_scores = _repeated_batch_scores(model, batch, output.logits, cache, w_o, length)
+        for metric, value in batch_scores.items():
+            chunks.setdefault(metric, []).append(value.cpu())
+    return {metric: torch.cat(parts) for metric, parts in chunks.items()}
+
+
+def associative_recall(
+    model: nn.Module, probes: torch.Tensor, batch_size: int = 32
+) -> dict[str, float]:
+    """Associative recall on repeated probes: ``{"accuracy", "mean_rank"}``.
+
+    ``accuracy`` is the share of second-half positions whose target ranks first over the full
+    vocabulary; ``mean_rank`` the mean number of tokens with a strictly higher logit (0 = first).
+    """
+    scores = repeated_probe_scores(model, probes, batch_size)
+    return {
+        "accuracy": float(scores["associative_recall"].mean()),
+        "mean_rank": float(scores["associative_recall_mean_rank"].mean()),
+    }
+
+
+def icl_positions(context_length: int) -> tuple[int, int]:
+    """Early and late token positions of the ICL score, 0-based: 50 and 500 at ``C = 512``."""
+    early = max(0, min(context_length - 1, round(50 * context_length / 512) - 1))
+    late = max(0, min(context_length - 1, round(500 * context_length / 512) - 1))
+    return early, late
+
+
+@torch.no_grad()
+def loss_by_position(
+    model: nn.Module, sequences: np.ndarray | torch.Tensor, batch_size: int = 8
+) -> torch.Tensor:
+    """Per-token next-token loss on natural text, ``(n_sequences, C)`` in nats.
+
+    ``sequences`` is ``(n, C + 1)`` (``PackedTokens.sequences``): inputs ``[:, :-1]``,
+    targets ``[:, 1:]``; entry ``t`` is the loss of predicting token ``t + 1`` from ``0..t``.
+    """
+    data = torch.as_tensor(np.asarray(sequences, dtype=np.int64))  # (n, C+1)
+    was_training = model.training
+    model.eval()
+    device = _device(model)
+    parts = []
+    try:
+        for start in range(0, data.shape[0], batch_size):
+            chunk = data[start : start + batch_size].to(device)  # (B, C+1)
+            logits = model(chunk[:, :-1]).logits.float()  # (B, C, V)
+            parts.append(
+                nn.functional.cross_entropy(
+                    logits.transpose(1, 2), chunk[:, 1:], reduction="none"
+                ).cpu()  # (B, C)
+            )
+    finally:
+        model.train(was_training)
+    return torch.cat(parts)  # (n, C)
+
+
+def icl_score(token_losses: torch.Tensor) -> torch.Tensor:
+    """ICL score per sequence: loss at the late minus the early position, ``(n,)`` nats.
+
+    Negative means later tokens are predicted better (in-context learning).
+    """
+    early, late = icl_positions(token_losses.shape[1])
+    return token_losses[:, late] - token_losses[:, early]
+
+
+def top_fraction_share(scores: torch.Tensor, fraction: float = 0.02) -> float:
+    """Share of the total (non-negative) score held by the top ``ceil(fraction * n)`` entries."""
+    flat = scores.flatten().clamp(min=0)
+    total = float(flat.sum())
+    if total <= 0:
+        return float("nan")
+    k = max(1, math.ceil(fraction * flat.numel()))
+    return float(flat.topk(k).values.sum()) / total
+
+
+def top_heads(scores: torch.Tensor, fraction: float = 0.02, per_layer: bool = False) -> list:
+    """The top ``ceil(fraction * n)`` heads by score, overall or per layer: ``[(layer, head)]``."""
+    n_layers, n_heads = scores.shape
+    if per_layer:
+        k = max(1, math.ceil(fraction * n_heads))
+        return [(layer, int(h)) for layer in range(n_layers) for h in scores[layer].topk(k).indices]
+    k = max(1, math.ceil(fraction * scores.numel()))
+    flat = scores.flatten().topk(k).indices
+    return [(int(i) // n_heads, int(i) % n_heads) for i in flat]
+
+
+def _loss_positions(context_length: int, n_points: int = 16) -> list[int]:
+    grid = np.unique(np.geomspace(1, context_length, n_points).round().astype(int)) - 1
+    return [int(p) for p in grid]
+
+
+def _mean_sd(values: torch.Tensor) -> tuple[float, float]:
+    arr = values.double().numpy()
+    arr = arr[np.isfinite(arr)]
+    if arr.size == 0:
+        return float("nan"), float("nan")
+    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+
+
+def score_checkpoint(
+    model: nn.Module,
+    probe_set: ProbeSet,
+    validation_sequences: np.ndarray | None,
+    *,
+    batch_size: int = 32,
+    top_fraction: float = 0.02,
+    min_layer: int = 1,
+    run_name: str = "",
+    step: int = 0,
+    tokens_seen: float = float("nan"),
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, np.ndarray]]:
+    """Score every head and the model at one checkpoint.
+
+    Args:
+        probe_set: repeated probes (and optional Bi-Induct variants); ``L = probe_set.length``.
+        validation_sequences: ``(n, C + 1)`` held-out natural text for the ICL score, loss by
+            position and validation loss; None skips them.
+        top_fraction: the top share of heads for the concentration metrics (2%).
+        min_layer: ``prefix_matching_max`` is the best head over layers ``>= min_layer``
+            (layer 0 cannot be an induction head; falls back to all layers for 1-layer models).
+
+    Returns:
+        ``head_rows`` (``run_name, step, tokens_seen, layer, head, metric, value, sd,
+        probe_source``), ``model_rows`` (same without layer/head) and per-sample arrays
+        ``{"prefix_matching": (n, layers, heads), "associative_recall": (n,),
+        "repeated_loss_drop": (n,)}``.
+    """
+    base = {"run_name": run_name, "step": int(step), "tokens_seen": float(tokens_seen)}
+    source = probe_set.source
+    scores = repeated_probe_scores(model, probe_set.tokens, batch_size)
+    for variant, tokens in probe_set.variants.items():
+        variant_scores = head_pattern_scores(model, tokens, batch_size, repeated=False)
+        for metric in ("induction", "anti_induction"):
+            scores[f"{metric}_{variant}"] = variant_scores[metric]
+
+    head_rows: list[dict[str, Any]] = []
+    model_rows: list[dict[str, Any]] = []
+    head_metric_means: dict[str, torch.Tensor] = {}
+    for metric, values in scores.items():
+        if values.dim() != 3:
+            continue
+        head_metric_means[metric] = torch.nanmean(values.float(), dim=0)  # (layers, heads)
+        n_layers, n_heads = values.shape[1:]
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                value, sd = _mean_sd(values[:, layer, head])
+                head_rows.append(
+                    {**base, "layer": layer, "head": head, "metric": metric, "value": value,
+                     "sd": sd, "probe_source": source}
+                )  # fmt: skip
+
+    def add_model(metric: str, values: torch.Tensor | float, probe_source: str) -> None:
+        if isinstance(values, torch.Tensor):
+            value, sd = _mean_sd(values.flatten())
+        else:
+            value, sd = float(values), float("nan")
+        model_rows.append(
+            {**base, "metric": metric, "value": value, "sd": sd, "probe_source": probe_source}
+        )
+
+    for metric in ("associative_recall", "associative_recall_mean_rank", "repeated_loss_drop"):
+        add_model(metric, scores[metric], source)
+    ps = scores["prefix_matching"]  # (n, layers, heads)
+    first = min_layer if ps.shape[1] > min_layer else 0
+    best = ps[:, first:].mean(0).flatten().argmax()
+    add_model("prefix_matching_max", ps[:, first:].flatten(1)[:, best], source)
+    induction = head_metric_means["induction"]
+    share_name = f"induction_top{top_fraction * 100:g}pct_share"
+    add_model(share_name, top_fraction_share(induction, top_fraction), source)
+    for layer in range(induction.shape[0]):
+        share = top_fraction_share(induction[layer], top_fraction)
+        add_model(f"{share_name}_layer{layer}", share, source)
+
+    if validation_sequences is not None and len(validation_sequences):
+        vocab = model.get_output_embeddings().weight.shape[0]
+        if int(np.asarray(validation_sequences).max()) >= vocab:
+            logger.warning("validation tokens exceed the model's vocabulary: ICL metrics skipped")
+        else:
+            losses = loss_by_position(
+                model, validation_sequences, batch_size=max(1, batch_size // 4)
+            )
+            add_model("icl_score", icl_score(losses), "validation")
+            add_model("validation_loss", losses.mean(1), "validation")
+            for pos in _loss_positions(losses.shape[1]):
+                add_model(f"loss_pos_{pos + 1:05d}", losses[:, pos], "validation")
+
+    samples = {
+        "prefix_matching": ps.numpy().astype(np.float32),
+        "associative_recall": scores["associative_recall"].numpy().astype(np.float32),
+        "repeated_loss_drop": scores["repeated_loss_drop"].numpy().astype(np.float32),
+    }
+    return head_rows, model_rows, samples

@@ -1,0 +1,57 @@
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from ih_kedro.science.telemetry.probes import (
+    ProbeSet,
+    anti_induction_snippet_probes,
+    default_probe_length,
+    frequent_token_pool,
+    induction_snippet_probes,
+    make_probe_set,
+    repeated_token_probes,
+    uniform_token_pool,
+)
+
+
+def test_frequent_pool_orders_by_count_and_excludes():
+    tokens = np.array([5, 5, 5, 2, 2, 7, 0, 0, 0, 0], dtype=np.uint16)
+    assert frequent_token_pool(tokens, 10, 3, exclude=(0,)).tolist() == [5, 2, 7]
+    with pytest.raises(ValueError, match="top_k"):
+        frequent_token_pool(tokens, 10, 0)
+
+
+def test_uniform_pool_and_default_length():
+    assert uniform_token_pool(5, exclude=(1,)).tolist() == [0, 2, 3, 4]
+    assert default_probe_length(512) == 50
+    assert default_probe_length(64) == 32
+
+
+def test_repeated_probes_unique_first_half_and_deterministic():
+    probes = repeated_token_probes(8, 10, np.arange(3, 50), seed=1)
+    assert probes.shape == (8, 20) and probes.dtype == torch.long
+    assert torch.equal(probes[:, :10], probes[:, 10:])
+    assert all(len(set(row[:10].tolist())) == 10 for row in probes)
+    assert torch.equal(probes, repeated_token_probes(8, 10, np.arange(3, 50), seed=1))
+    with pytest.raises(ValueError, match="unique"):
+        repeated_token_probes(2, 10, np.arange(5), seed=0)
+
+
+def test_bi_induct_snippets():
+    ind = induction_snippet_probes(4, 6, np.arange(1, 30), seed=0, sep_token=0)
+    anti = anti_induction_snippet_probes(4, 6, np.arange(1, 30), seed=0, sep_token=0)
+    assert ind.shape == anti.shape == (4, 13)
+    assert (ind[:, 6] == 0).all() and torch.equal(ind[:, :6], ind[:, 7:])
+    assert torch.equal(anti[:, 7:], anti[:, :6].flip(1))
+
+
+def test_probe_set_pickles_and_shortens():
+    probe_set = make_probe_set(np.arange(1, 60), 5, 12, seed=3, source="frequent", sep_token=0)
+    again = pickle.loads(pickle.dumps(probe_set))
+    assert isinstance(again, ProbeSet) and torch.equal(again.tokens, probe_set.tokens)
+    assert set(again.variants) == {"induction_snippet", "anti_induction_snippet"}
+    short = probe_set.with_length(4)
+    assert short.tokens.shape == (5, 8) and short.variants["induction_snippet"].shape == (5, 9)
+    assert torch.equal(short.tokens[:, :4], probe_set.tokens[:, :4])
