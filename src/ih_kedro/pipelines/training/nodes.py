@@ -1,0 +1,197 @@
+"""Training nodes: expand the sweep grid, validate every cell, then train each run.
+
+The one sanctioned side effect of the project's nodes: runs write checkpoints into the
+``CheckpointStore`` the catalog hands in (resumable training is stateful). The node returns
+the ``sweep_manifest`` table; a rerun skips runs whose ``run_summary.json`` exists.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ih_kedro.science.packed import PackedTokens
+from ih_kedro.science.training import (
+    MANIFEST_COLUMNS,
+    CheckpointStore,
+    TrainingRunConfig,
+    train_run,
+    validate_run_config,
+)
+
+logger = logging.getLogger(__name__)
+
+ONLINE_METRIC = "prefix_matching_best_layer1"
+
+
+def _as_list(params: Mapping[str, Any], key: str) -> list[Any]:
+    value = params.get(key)
+    if value is None:
+        raise ValueError(f"training.{key}: missing from parameters")
+    values = list(value) if isinstance(value, list | tuple) else [value]
+    if not values:
+        raise ValueError(f"training.{key}: the grid axis is empty")
+    return values
+
+
+def run_name(
+    preset: str,
+    batch_size: int,
+    context_length: int,
+    data_variant: str,
+    seed: int,
+    *,
+    copy_rate: float = 1.0,
+) -> str:
+    """Deterministic run name, e.g. ``attn-only-2l-d128_B64_C32_copy_spans_s0``.
+
+    A copy rate other than 1 is part of the name (``..._copy_spans_r0.5_s0``) so sweeps with
+    different rates never share a folder.
+    """
+    variant = data_variant
+    if data_variant == "copy_spans" and copy_rate != 1.0:
+        variant = f"{data_variant}_r{copy_rate:g}"
+    return f"{preset}_B{batch_size}_C{context_length}_{variant}_s{seed}"
+
+
+def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
+    """One ``TrainingRunConfig`` per cell of presets × batch sizes × contexts × variants × seeds.
+
+    Optimizer, LR schedule, budget, checkpoint and early-stop settings are shared by every
+    cell (held fixed across the sweep).
+    """
+    online = dict(params.get("online_emergence") or {})
+    copy_rate = float(params.get("copy_rate", 1.0))
+    configs = []
+    for preset, batch_size, context_length, data_variant, seed in itertools.product(
+        _as_list(params, "presets"),
+        _as_list(params, "batch_sizes"),
+        _as_list(params, "context_lengths"),
+        _as_list(params, "data_variants"),
+        _as_list(params, "seeds"),
+    ):
+        options: dict[str, Any] = {}
+        if data_variant == "copy_spans":
+            options = {
+                "copy_rate": copy_rate,
+                "span_min_fraction": float(params.get("span_min_fraction", 0.125)),
+                "span_max_fraction": float(params.get("span_max_fraction", 0.375)),
+            }
+        configs.append(
+            TrainingRunConfig(
+                run_name=run_name(
+                    str(preset), batch_size, context_length, data_variant, seed, copy_rate=copy_rate
+                ),
+                preset=preset,
+                batch_size=batch_size,
+                context_length=context_length,
+                seed=seed,
+                data_variant=data_variant,
+                variant_options=options,
+                n_positions=params.get("n_positions"),
+                attn_implementation=params.get("attn_implementation", "sdpa"),
+                learning_rate=float(params.get("learning_rate", 3e-3)),
+                warmup_steps=int(params.get("warmup_steps", 50)),
+                schedule=params.get("schedule", "constant"),
+                min_lr_ratio=float(params.get("min_lr_ratio", 0.1)),
+                decay_steps=params.get("decay_steps"),
+                weight_decay=float(params.get("weight_decay", 0.01)),
+                betas=tuple(params.get("betas", (0.9, 0.98))),
+                eps=float(params.get("eps", 1e-8)),
+                max_steps=params.get("max_steps"),
+                max_tokens=params.get("max_tokens"),
+                checkpoint_every=int(params.get("checkpoint_every", 250)),
+                checkpoint_dense_until=int(params.get("checkpoint_dense_until", 512)),
+                checkpoint_unit=params.get("checkpoint_unit", "steps"),
+                log_every=int(params.get("log_every", 10)),
+                eval_every=int(online.get("eval_every", 50)),
+                early_stop=bool(online.get("enabled", True) and online.get("early_stop", True)),
+                early_stop_metric=ONLINE_METRIC,
+                early_stop_threshold=float(online.get("threshold", 0.4)),
+                early_stop_margin_factor=float(online.get("margin_factor", 1.5)),
+                early_stop_min_extra_steps=int(online.get("min_extra_steps", 100)),
+                deepspeed=dict(params.get("deepspeed") or {}),
+            )
+        )
+    names = [c.run_name for c in configs]
+    if len(set(names)) != len(names):
+        raise ValueError("training: the grid has duplicate cells (repeated axis values)")
+    return configs
+
+
+def make_online_evaluator(
+    train_tokens: PackedTokens, context_length: int, options: Mapping[str, Any]
+) -> Callable[[torch.nn.Module], dict[str, float]]:
+    """Build ``evaluate(model)``: the best prefix-matching score of a head in layers ≥ 1.
+
+    Probes: ``n_probes`` sequences of ``L = min(50, C // 2)`` unique tokens (or
+    ``probe_length``) drawn from the ``token_pool_size`` most frequent training tokens, repeated
+    twice (CALIBRATION.md). Returns ``{"prefix_matching_best_layer1", "prefix_matching_best_layer0"}``
+    (for a one-layer model the first is layer 0's best).
+    """
+    from ih_kedro.science.telemetry.probes import frequent_token_pool, repeated_token_probes
+    from ih_kedro.science.telemetry.scores import prefix_matching_scores
+
+    pool = frequent_token_pool(
+        np.asarray(train_tokens.tokens),
+        train_tokens.vocab_size,
+        int(options.get("token_pool_size", 500)),
+        exclude=(train_tokens.eos_token_id,),
+    )
+    length = options.get("probe_length") or min(50, context_length // 2)
+    probes = repeated_token_probes(
+        int(options.get("n_probes", 64)), int(length), pool, int(options.get("probe_seed", 0))
+    )  # (n, 2L)
+
+    def evaluate(model: torch.nn.Module) -> dict[str, float]:
+        scores = prefix_matching_scores(model, probes, batch_size=64)  # (n_layers, n_heads)
+        later = scores[1:] if scores.shape[0] > 1 else scores
+        return {
+            ONLINE_METRIC: float(later.max()),
+            "prefix_matching_best_layer0": float(scores[0].max()),
+        }
+
+    return evaluate
+
+
+def train_sweep(
+    train_tokens: PackedTokens, checkpoint_store: CheckpointStore, params: dict[str, Any]
+) -> pd.DataFrame:
+    """Train every cell of the sweep grid (resuming or skipping finished runs).
+
+    All configs are validated before the first step. Each run is an MLflow run nested under the
+    active run (``params["mlflow"]``, default on). Returns the ``sweep_manifest``: one row per
+    run with the columns of docs/architecture.md.
+    """
+    configs = expand_grid(params)
+    for config in configs:
+        validate_run_config(config, train_tokens.vocab_size, len(train_tokens))
+    online = dict(params.get("online_emergence") or {})
+    tracker = None
+    if params.get("mlflow", True):
+        from ih_kedro.science.tracking import MlflowTracker
+
+        tracker = MlflowTracker()
+    evaluators: dict[int, Callable] = {}
+    rows = []
+    logger.info("training sweep: %d runs into %s", len(configs), checkpoint_store.root)
+    for index, config in enumerate(configs, start=1):
+        evaluate = None
+        if online.get("enabled", True):
+            if config.context_length not in evaluators:
+                evaluators[config.context_length] = make_online_evaluator(
+                    train_tokens, config.context_length, online
+                )
+            evaluate = evaluators[config.context_length]
+        logger.info("run %d/%d: %s", index, len(configs), config.run_name)
+        summary = train_run(config, train_tokens, checkpoint_store, tracker, evaluate)
+        rows.append({column: summary.get(column) for column in MANIFEST_COLUMNS})
+    manifest = pd.DataFrame(rows, columns=list(MANIFEST_COLUMNS))
+    manifest["online_emergence_step"] = manifest["online_emergence_step"].astype(float)
+    return manifest

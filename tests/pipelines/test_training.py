@@ -1,0 +1,141 @@
+"""The training pipeline: grid expansion, the sweep node, nested MLflow runs, the dataset."""
+
+from __future__ import annotations
+
+import math
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from kedro.io import DataCatalog, DatasetError, MemoryDataset
+from kedro.runner import SequentialRunner
+
+from ih_kedro.datasets.checkpoint_store import CheckpointStoreDataset
+from ih_kedro.pipelines.training import create_pipeline
+from ih_kedro.pipelines.training.nodes import (
+    expand_grid,
+    make_online_evaluator,
+    run_name,
+    train_sweep,
+)
+from ih_kedro.science.models import build_model
+from ih_kedro.science.packed import PackedTokens
+from ih_kedro.science.training import MANIFEST_COLUMNS, CheckpointStore
+
+VOCAB = 64
+
+
+@pytest.fixture()
+def packed() -> PackedTokens:
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(1, VOCAB, size=20_000).astype(np.uint16)
+    return PackedTokens(tokens=tokens, vocab_size=VOCAB, eos_token_id=0, checksum="t")
+
+
+def tiny_params(**overrides) -> dict:
+    params = {
+        "presets": ["attn-only-2l-d64"],
+        "batch_sizes": [4, 8],
+        "context_lengths": [16],
+        "data_variants": ["copy_spans"],
+        "seeds": [0],
+        "copy_rate": 1.0,
+        "learning_rate": 3e-3,
+        "warmup_steps": 2,
+        "max_steps": 6,
+        "checkpoint_every": 3,
+        "checkpoint_dense_until": 0,
+        "log_every": 2,
+        "online_emergence": {"enabled": False},
+        "deepspeed": {"zero_optimization": {"stage": 0}},
+    }
+    params.update(overrides)
+    return params
+
+
+def test_run_names_are_deterministic():
+    assert run_name("attn-only-2l-d128", 64, 32, "copy_spans", 0) == (
+        "attn-only-2l-d128_B64_C32_copy_spans_s0"
+    )
+    assert run_name("p", 8, 16, "copy_spans", 1, copy_rate=0.5) == "p_B8_C16_copy_spans_r0.5_s1"
+    configs = expand_grid(tiny_params(seeds=[0, 1], data_variants=["natural", "copy_spans"]))
+    assert len(configs) == 2 * 2 * 2
+    natural = [c for c in configs if c.data_variant == "natural"]
+    assert all(c.variant_options == {} and c.copy_rate == 0.0 for c in natural)
+
+
+def test_sweep_validates_every_cell_before_training(packed, tmp_path):
+    store = CheckpointStore(tmp_path)
+    with pytest.raises(ValueError, match=r"training\.batch_sizes"):
+        train_sweep(packed, store, tiny_params(batch_sizes=[4, 0]))
+    assert store.runs() == []  # nothing trained
+
+
+def test_sweep_writes_manifest_and_nested_mlflow_runs(packed, tmp_path):
+    store = CheckpointStore(tmp_path / "store")
+    mlflow.set_experiment("training-pipeline-test")
+    with mlflow.start_run(run_name="parent") as parent:
+        manifest = train_sweep(packed, store, tiny_params())
+    assert list(manifest.columns) == list(MANIFEST_COLUMNS)
+    assert len(manifest) == 2
+    assert set(manifest["stop_reason"]) == {"budget"}
+    assert manifest["steps_trained"].tolist() == [6, 6]
+    assert manifest["tokens_seen"].tolist() == [6 * 4 * 16, 6 * 8 * 16]
+    assert manifest["family"].tolist() == ["attention_only"] * 2
+    assert manifest["online_emergence_step"].isna().all()
+    runs = mlflow.search_runs(
+        experiment_ids=[parent.info.experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'",
+    )
+    assert set(runs["tags.run_name"]) == set(manifest["run_name"])
+    assert set(runs["run_id"]) == set(manifest["mlflow_run_id"])
+    assert set(runs["tags.preset"]) == {"attn-only-2l-d64"}
+    history = mlflow.MlflowClient().get_metric_history(manifest["mlflow_run_id"][0], "loss")
+    assert [m.step for m in history] == [2, 4, 6]
+
+    # A rerun of the sweep skips finished runs.
+    again = train_sweep(packed, store, tiny_params(mlflow=False))
+    assert set(again["stop_reason"]) == {"already_complete"}
+    assert again["steps_trained"].tolist() == [6, 6]
+
+
+def test_online_evaluator_scores_a_model(packed):
+    evaluate = make_online_evaluator(
+        packed, 16, {"n_probes": 8, "token_pool_size": 40, "probe_seed": 0}
+    )
+    model = build_model("attn-only-2l-d64", VOCAB, 16, seed=0).eval()
+    with torch.no_grad():
+        scores = evaluate(model)
+    assert set(scores) == {"prefix_matching_best_layer1", "prefix_matching_best_layer0"}
+    assert all(0.0 <= v <= 1.0 and not math.isnan(v) for v in scores.values())
+
+
+def test_checkpoint_store_dataset(tmp_path):
+    dataset = CheckpointStoreDataset(path=str(tmp_path / "ckpt"))
+    assert not dataset.exists()
+    store = dataset.load()
+    assert isinstance(store, CheckpointStore)
+    assert store.root == (tmp_path / "ckpt").resolve() and dataset.exists()
+    with pytest.raises(DatasetError, match="read-only"):
+        dataset.save(store)
+
+
+def test_pipeline_runs_on_an_in_memory_catalog(packed, tmp_path):
+    pipeline = create_pipeline()
+    assert pipeline.inputs() == {"train_tokens", "checkpoint_store", "params:training"}
+    assert pipeline.outputs() == {"sweep_manifest"}
+    catalog = DataCatalog(
+        {
+            "train_tokens": MemoryDataset(packed, copy_mode="assign"),
+            "checkpoint_store": CheckpointStoreDataset(path=str(tmp_path / "store")),
+            "params:training": MemoryDataset(
+                tiny_params(batch_sizes=[4], max_steps=2, mlflow=False)
+            ),
+            "sweep_manifest": MemoryDataset(copy_mode="assign"),
+        }
+    )
+    SequentialRunner().run(pipeline, catalog)
+    manifest = catalog["sweep_manifest"].load()
+    assert isinstance(manifest, pd.DataFrame) and len(manifest) == 1
