@@ -189,7 +189,8 @@ class AttentionOnlyForCausalLM(AttentionOnlyPreTrainedModel):
         input_ids: torch.LongTensor,
         labels: torch.LongTensor | None = None,
         output_attentions: bool = False,
-        attention_mask: torch.Tensor | None = None,  # padding is never used here; accepted for HF APIs
+        # Padding is never used here; accepted for HF APIs.
+        attention_mask: torch.Tensor | None = None,
         **kwargs: Any,
     ) -> CausalLMOutput:
         batch, seq = input_ids.shape
