@@ -1,0 +1,142 @@
+"""law_fit end to end: a KedroSession run of the whole experiment on a micro grid.
+
+The project's own conf/ is copied into a temporary project, with a small Pile-format shard of
+KJV chapters already in the raw folder (so the embedded corpus is not materialised) and runtime
+parameters that shrink the sweep to seconds. Everything real: the catalog, DeepSpeed, the
+kedro-mlflow hook and an SQLite MLflow store in the temporary project.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from itertools import islice
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+import pytest
+from kedro.framework.project import pipelines
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+
+from ih_kedro.pipelines.law_fit.pipeline import EXPERIMENT
+from ih_kedro.science.corpus import kjv_documents, write_pile_shards
+
+MICRO_TRAINING = {
+    "batch_sizes": [4, 8],
+    "context_lengths": [8, 16],
+    "seeds": [0],
+    "max_steps": 12,
+    "max_tokens": None,
+    "checkpoint_every": 6,
+    "checkpoint_dense_until": 2,
+    "log_every": 4,
+    "online_emergence": {"eval_every": 6, "n_probes": 4},
+}
+MICRO_TELEMETRY = {
+    "probe": {"n_samples": 4},
+    "batch_size": 4,
+    "n_validation_sequences": 2,
+    "emergence": {"n_bootstrap": 5},
+}
+
+
+def _deep_merge(base: dict, override: dict) -> dict:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+@pytest.fixture()
+def micro_project(tmp_path: Path, project_root: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(project_root / "pyproject.toml", project / "pyproject.toml")
+    (project / "src").mkdir()  # the package itself is installed; bootstrap wants the folder
+    shutil.copytree(project_root / "conf" / "base", project / "conf" / "base")
+    (project / "conf" / "local").mkdir()
+    raw = project / "data" / "01_raw" / "corpus"
+    records = [
+        {"text": doc["text"], "meta": doc.get("meta", {"pile_set_name": "KJV"})}
+        for doc in islice(kjv_documents(), 60)
+    ]
+    write_pile_shards(records, raw, docs_per_shard=30)
+    return project
+
+
+@pytest.fixture()
+def micro_params(micro_project: Path) -> dict:
+    import yaml
+
+    with open(micro_project / "conf" / "base" / "parameters_law_fit.yml") as f:
+        law_fit = yaml.safe_load(f)[EXPERIMENT]
+    return {
+        "data_engineering": {"tokenizer": {"vocab_size": 300}, "held_out_fraction": 0.2},
+        EXPERIMENT: {
+            "training": _deep_merge(law_fit["training"], MICRO_TRAINING),
+            "telemetry": _deep_merge(law_fit["telemetry"], MICRO_TELEMETRY),
+        },
+    }
+
+
+def test_registry_has_stage_and_experiment_pipelines(project_root: Path) -> None:
+    bootstrap_project(project_root)
+    names = set(pipelines)
+    assert {"data_engineering", "training", "telemetry", "statistics", "law_fit"} <= names
+    namespaces = {node.namespace for node in pipelines["law_fit"].nodes}
+    assert {
+        "data_engineering",
+        f"{EXPERIMENT}.training",
+        f"{EXPERIMENT}.telemetry",
+        f"{EXPERIMENT}.statistics",
+    } <= namespaces
+    # The experiment reuses the shared corpus products, not copies of them.
+    assert {"train_tokens", "validation_tokens"} <= pipelines["law_fit"].all_outputs()
+    assert f"{EXPERIMENT}.sweep_manifest" in pipelines["law_fit"].all_outputs()
+
+
+def test_law_fit_session_end_to_end(
+    micro_project: Path, micro_params: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(micro_project)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    bootstrap_project(micro_project)
+    with KedroSession.create(project_path=micro_project, runtime_params=micro_params) as session:
+        session.run(pipeline_names=["law_fit"])
+
+    data = micro_project / "data"
+    manifest = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "sweep_manifest.parquet")
+    assert sorted(manifest["batch_size"].unique()) == [4, 8]
+    assert sorted(manifest["context_length"].unique()) == [8, 16]
+    assert (manifest["steps_trained"] == 12).all()
+    for run_dir in manifest["run_dir"]:
+        steps = sorted(p.name for p in (Path(run_dir) / "checkpoints").iterdir())
+        assert "step_0000012" in steps and (Path(run_dir) / "run_summary.json").exists()
+
+    head_scores = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "head_scores.parquet")
+    assert set(head_scores["run_name"]) == set(manifest["run_name"])
+    assert {"prefix_matching", "previous_token", "logit_attribution"} <= set(head_scores["metric"])
+
+    emergence = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "emergence_table.parquet")
+    # 12 steps of training: nothing emerges, and every run is reported as censored, not dropped.
+    pm = emergence[(emergence["metric"] == "prefix_matching")]
+    assert set(pm["run_name"]) == set(manifest["run_name"])
+    assert pm["censored"].all()
+
+    reporting = data / "08_reporting" / EXPERIMENT
+    summary = json.loads((reporting / "law_fit_summary.json").read_text())
+    assert summary["status"].startswith("insufficient_data")
+    assert (reporting / "emergence_prediction.csv").exists()
+    assert any(reporting.glob("*.png"))
+    assert (data / "08_reporting" / "dedup_report.json").exists()
+
+    mlflow.set_tracking_uri(f"sqlite:///{micro_project / 'mlflow.db'}")
+    runs = mlflow.search_runs(search_all_experiments=True)
+    nested = runs[runs["tags.mlflow.parentRunId"].notna()]
+    assert len(nested) >= len(manifest)
+    assert "metrics.loss" in runs.columns
