@@ -18,7 +18,7 @@ import time
 import torch
 
 from ih_kedro.science.models import build_model
-from ih_kedro.science.training import init_distributed
+from ih_kedro.science.training import init_distributed, skip_allreduce_in_world_of_one
 
 MODELS = {
     "attn-only-2l-d128": "attn-only-2l-d128",
@@ -66,10 +66,13 @@ def time_deepspeed(preset, batches: torch.Tensor, vocab: int, context: int, warm
             "train_micro_batch_size_per_gpu": batches.shape[1],
             "gradient_accumulation_steps": 1,
             "zero_optimization": {"stage": 0},
+            # As conf/base/parameters_training.yml: the plain loop does not clip either.
+            "gradient_clipping": 0.0,
             "steps_per_print": 10**12,
         },
         dist_init_required=False,
     )
+    skip_allreduce_in_world_of_one(engine, world_size=1)  # as the training pipeline does
     start = 0.0
     for step, tokens in enumerate(batches):
         if step == warmup:

@@ -554,7 +554,19 @@ def build_engine(
         config=ds_config,
         dist_init_required=False,
     )
+    skip_allreduce_in_world_of_one(engine, world_size)
     return engine, optimizer, scheduler
+
+
+def skip_allreduce_in_world_of_one(engine: Any, world_size: int) -> None:
+    """Turn off the engine's gradient all-reduce when there is one rank.
+
+    Averaging gradients over a world of one flattens, "reduces" and copies back every gradient
+    each step (~1 ms, ~4% of a step of the tiny CPU models); the result is the same gradients.
+    With two or more ranks the all-reduce stays on.
+    """
+    if world_size == 1:
+        engine.enable_backward_allreduce = False
 
 
 def _family(preset: str | Mapping[str, Any]) -> str:

@@ -366,29 +366,36 @@ def plot_residuals_vs_model_size(
     sweep_manifest: pd.DataFrame | None,
     params: dict[str, Any],
 ) -> Figure:
-    """Log residuals (observed / predicted S*) against model size (n_parameters or preset)."""
+    """Log residuals (observed / predicted S*) per model size: one column per preset.
+
+    Presets are ordered by their parameter count (from the manifest, when present) and labelled
+    with it; runs of one preset differ in size only by their position table, so size is shown
+    per preset rather than on a continuous axis. A flat pattern across presets supports the
+    claim that the law does not depend on model size.
+    """
     if not _fitted(law_fit_summary):
         return _empty_figure("emergence law not fitted:\n" + law_fit_summary.get("status", ""))
     data = _observed_vs_predicted(emergence_table, law_fit_summary, params)
-    x = "preset" if "preset" in data else None
+    if "preset" not in data:
+        data["preset"] = "all runs"
+    data["model size"] = data["preset"].astype(str)
+    order = sorted(data["model size"].unique())
     if sweep_manifest is not None and {"run_name", "n_parameters"} <= set(sweep_manifest.columns):
         sizes = sweep_manifest[["run_name", "n_parameters"]].drop_duplicates("run_name")
         data = data.merge(sizes, on="run_name", how="left")
-        if data["n_parameters"].notna().any():
-            x = "n_parameters"
+        if data["n_parameters"].notna().all():
+            per_preset = data.groupby("model size")["n_parameters"].median()
+            labels = {
+                name: f"{name}\n({size / 1e3:,.0f}k params)" for name, size in per_preset.items()
+            }
+            data["model size"] = data["model size"].map(labels)
+            order = [labels[name] for name in per_preset.sort_values().index]
     fig = Figure(figsize=(5.5, 4), layout="constrained")
     ax = fig.subplots()
-    if x is None:
-        data["all runs"] = "all runs"
-        x = "all runs"
-    if x == "n_parameters":
-        sns.scatterplot(
-            data=data, x=x, y="residual", hue="batch_size", style="context_length", ax=ax
-        )
-        ax.set(xscale="log", xlabel="model parameters")
-    else:
-        sns.stripplot(data=data, x=x, y="residual", hue="batch_size", ax=ax, dodge=True)
-        ax.set(xlabel=x)
+    sns.stripplot(
+        data=data, x="model size", y="residual", hue="batch_size", order=order, ax=ax, size=7
+    )
+    ax.set(xlabel="model (preset)")
     ax.axhline(0.0, color="black", lw=0.8, ls="--")
     ax.set(ylabel="log(observed / predicted S*)")
     ax.set_title("residuals of the emergence law vs model size", fontsize=10)
