@@ -247,16 +247,21 @@ def plot_trajectories(
     fitted = _fitted(law_fit_summary) and has_config
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     ax_steps, ax_scaled = fig.subplots(1, 2)
-    sns.lineplot(
-        data=curves,
-        x="step",
-        y="value",
-        hue="cell",
-        units="run_name",
-        estimator=None,
-        ax=ax_steps,
-        lw=1,
-    )
+
+    def one_line_per_run(x: str, ax: Any, legend: bool) -> None:
+        sns.lineplot(
+            data=curves,
+            x=x,
+            y="value",
+            hue="cell",
+            units="run_name",
+            estimator=None,
+            ax=ax,
+            lw=1,
+            legend="auto" if legend else False,
+        )
+
+    one_line_per_run("step", ax_steps, legend=True)
     ax_steps.set(xscale="log", xlabel="step", ylabel=f"best-head {p['trajectory_metric']}")
     ax_steps.set_title("against steps")
     if fitted:
@@ -266,17 +271,7 @@ def plot_trajectories(
             curves["context_length"].to_numpy(float),
         )
         curves["scaled_step"] = curves["step"].to_numpy(float) / predicted["step"].to_numpy()
-        sns.lineplot(
-            data=curves,
-            x="scaled_step",
-            y="value",
-            hue="cell",
-            units="run_name",
-            estimator=None,
-            ax=ax_scaled,
-            lw=1,
-            legend=False,
-        )
+        one_line_per_run("scaled_step", ax_scaled, legend=False)
         ax_scaled.axvline(1.0, color="grey", ls="--", lw=0.8)
         ax_scaled.set(xscale="log", xlabel="step / predicted S*", ylabel="")
         ax_scaled.set_title("against steps / S* (law)")
