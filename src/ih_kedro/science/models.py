@@ -7,6 +7,7 @@ Three families, all Hugging Face ``PreTrainedModel`` s so every checkpoint saves
   Pre-LayerNorm, final LayerNorm, learned absolute positions, untied embeddings, no MLPs.
 - ``gpt2``: ``transformers.GPT2LMHeadModel`` (the reference code's shape).
 - ``llama``: ``transformers.LlamaForCausalLM`` (RoPE, RMSNorm, SwiGLU, grouped-query attention).
+- ``gpt_neox``: ``transformers.GPTNeoXForCausalLM`` (the Pythia suite's architecture).
 
 Presets (``model_presets.yml``) are data: a name maps to a family and its config fields.
 The attention-only model dispatches attention through ``transformers``' attention interface,
@@ -27,6 +28,8 @@ from transformers import (
     AutoModelForCausalLM,
     GPT2Config,
     GPT2LMHeadModel,
+    GPTNeoXConfig,
+    GPTNeoXForCausalLM,
     LlamaConfig,
     LlamaForCausalLM,
     PretrainedConfig,
@@ -35,7 +38,7 @@ from transformers import (
 from transformers.modeling_outputs import CausalLMOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-FAMILIES = ("attention_only", "gpt2", "llama")
+FAMILIES = ("attention_only", "gpt2", "llama", "gpt_neox")
 
 
 class AttentionOnlyConfig(PretrainedConfig):
@@ -276,6 +279,12 @@ def model_config(
         spec.setdefault("eos_token_id", None)
         return GPT2Config(vocab_size=vocab_size, n_positions=n_positions, **spec)
     spec.setdefault("tie_word_embeddings", False)
+    if family == "gpt_neox":
+        spec.setdefault("hidden_dropout", 0.0)
+        spec.setdefault("attention_dropout", 0.0)
+        spec.setdefault("bos_token_id", None)
+        spec.setdefault("eos_token_id", None)
+        return GPTNeoXConfig(vocab_size=vocab_size, max_position_embeddings=n_positions, **spec)
     return LlamaConfig(vocab_size=vocab_size, max_position_embeddings=n_positions, **spec)
 
 
@@ -298,6 +307,7 @@ def build_model(
         AttentionOnlyConfig: AttentionOnlyForCausalLM,
         GPT2Config: GPT2LMHeadModel,
         LlamaConfig: LlamaForCausalLM,
+        GPTNeoXConfig: GPTNeoXForCausalLM,
     }[type(config)]
     with torch.random.fork_rng(devices=[]):
         if seed is not None:
