@@ -11,9 +11,7 @@ from ih_kedro.science.telemetry.instrumentation import (
 )
 
 
-@pytest.mark.parametrize(
-    "preset", ["attn-only-2l-d64", "gpt2-tiny", "llama-tiny", "pythia-tiny"]
-)
+@pytest.mark.parametrize("preset", ["attn-only-2l-d64", "gpt2-tiny", "llama-tiny", "pythia-tiny"])
 def test_patterns_and_z_match_eager_and_outputs_unchanged(preset):
     model = build_model(preset, 50, 24, seed=0, attn_implementation="sdpa").eval()
     tokens = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(0))
