@@ -1,23 +1,28 @@
-"""law_fit end to end: a KedroSession run of the whole experiment on a micro grid.
+"""law_fit end to end: ``kedro run --pipeline=law_fit`` of the whole experiment on a micro grid.
 
-The project's own conf/ is copied into a temporary project, with a small Pile-format shard of
-KJV chapters already in the raw folder (so the embedded corpus is not materialised) and runtime
-parameters that shrink the sweep to seconds. Everything real: the catalog, DeepSpeed, the
-kedro-mlflow hook and an SQLite MLflow store in the temporary project.
+The project's own conf/base is copied into a temporary project, with a small Pile-format shard
+of KJV chapters already in the raw folder (so the embedded corpus is not materialised) and a
+conf/local that shrinks the sweep to seconds. Everything real: the CLI and its KedroSession, the
+catalog, DeepSpeed, the kedro-mlflow hook and an SQLite MLflow store in the temporary project.
+It runs in a subprocess, as a user runs it, so MLflow's process-wide state (tracking URI,
+active experiment) cannot leak into other tests.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from itertools import islice
 from pathlib import Path
 
 import mlflow
 import pandas as pd
 import pytest
+import yaml
 from kedro.framework.project import pipelines
-from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 
 from ih_kedro.pipelines.law_fit.pipeline import EXPERIMENT
@@ -71,17 +76,24 @@ def micro_project(tmp_path: Path, project_root: Path) -> Path:
 
 @pytest.fixture()
 def micro_params(micro_project: Path) -> dict:
-    import yaml
-
-    with open(micro_project / "conf" / "base" / "parameters_law_fit.yml") as f:
-        law_fit = yaml.safe_load(f)[EXPERIMENT]
-    return {
-        "data_engineering": {"tokenizer": {"vocab_size": 300}, "held_out_fraction": 0.2},
+    """Write conf/local overrides (top-level keys replace base's) and return them."""
+    base = micro_project / "conf" / "base"
+    law_fit = yaml.safe_load((base / "parameters_law_fit.yml").read_text())[EXPERIMENT]
+    data = yaml.safe_load((base / "parameters_data_engineering.yml").read_text())
+    overrides = {
+        "data_engineering": _deep_merge(
+            data["data_engineering"], {"tokenizer": {"vocab_size": 300}, "held_out_fraction": 0.2}
+        ),
         EXPERIMENT: {
+            **law_fit,
             "training": _deep_merge(law_fit["training"], MICRO_TRAINING),
             "telemetry": _deep_merge(law_fit["telemetry"], MICRO_TELEMETRY),
         },
     }
+    local = micro_project / "conf" / "local"
+    for key, value in overrides.items():
+        (local / f"parameters_{key}.yml").write_text(yaml.safe_dump({key: value}))
+    return overrides
 
 
 def test_registry_has_stage_and_experiment_pipelines(project_root: Path) -> None:
@@ -100,14 +112,18 @@ def test_registry_has_stage_and_experiment_pipelines(project_root: Path) -> None
     assert f"{EXPERIMENT}.sweep_manifest" in pipelines["law_fit"].all_outputs()
 
 
-def test_law_fit_session_end_to_end(
-    micro_project: Path, micro_params: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(micro_project)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    bootstrap_project(micro_project)
-    with KedroSession.create(project_path=micro_project, runtime_params=micro_params) as session:
-        session.run(pipeline_names=["law_fit"])
+def test_law_fit_kedro_run_end_to_end(micro_project: Path, micro_params: dict) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    result = subprocess.run(
+        [sys.executable, "-m", "kedro", "run", "--pipeline=law_fit"],
+        cwd=micro_project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
     data = micro_project / "data"
     manifest = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "sweep_manifest.parquet")
