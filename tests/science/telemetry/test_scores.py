@@ -100,3 +100,11 @@ def test_score_checkpoint_rows_and_validation():
 def test_top_fraction_share():
     scores = torch.tensor([[1.0, 0.0], [0.0, 3.0]])
     assert top_fraction_share(scores, 0.02) == pytest.approx(0.75)
+
+
+def test_repeated_scores_reject_odd_probes(handset_model, handset_probes):
+    odd = handset_probes.tokens[:, :-1]  # (n, 2L - 1)
+    with pytest.raises(ValueError, match="even length"):
+        prefix_matching_scores(handset_model, odd, batch_size=8)
+    with pytest.raises(ValueError, match="even length"):
+        repeated_probe_scores(handset_model, odd, batch_size=8)

@@ -17,18 +17,18 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
+from transformers import AutoConfig  # noqa: E402
 
 from ih_kedro.science.packed import PackedTokens  # noqa: E402
 from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint  # noqa: E402
 from ih_kedro.science.telemetry.probes import (  # noqa: E402
+    REFERENCE_PROBE_LENGTH,
     ProbeSet,
     default_probe_length,
     frequent_token_pool,
     uniform_token_pool,
 )
-from ih_kedro.science.telemetry.probes import (
-    make_probe_set as build_probe_set,
-)
+from ih_kedro.science.telemetry.probes import make_probe_set as build_probe_set  # noqa: E402
 from ih_kedro.science.telemetry.scores import score_checkpoint  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def make_probe_set(train_tokens: PackedTokens, params: dict[str, Any]) -> ProbeS
         raise ValueError(
             f"telemetry.probe.source must be 'frequent' or 'uniform', got {probe['source']!r}"
         )
-    length = int(probe.get("length") or min(50, len(pool)))
+    length = int(probe.get("length") or min(REFERENCE_PROBE_LENGTH, len(pool)))
     return build_probe_set(pool, int(probe["n_samples"]), length, int(probe["seed"]),
                            probe["source"], sep_token=eos)  # fmt: skip
 
@@ -202,10 +202,10 @@ def plot_head_heatmaps(head_scores: pd.DataFrame, params: dict[str, Any]) -> plt
     """
     data = head_scores[head_scores["metric"] == "prefix_matching"]
     runs = sorted(data["run_name"].unique())
+    wanted = params.get("heatmap_steps")
     chosen = {}
     for run in runs:
         steps = sorted(data.loc[data["run_name"] == run, "step"].unique())
-        wanted = params.get("heatmap_steps")
         chosen[run] = (
             [s for s in steps if s in wanted]
             if wanted
@@ -235,21 +235,16 @@ def discover_external_checkpoints(params: dict[str, Any]) -> pd.DataFrame:
     if not root:
         raise ValueError("telemetry.external_checkpoints: set it to a folder of HF checkpoints")
     root = Path(root)
-    candidates = (
-        [root]
-        if list_checkpoints_safe(root)
-        else sorted(p for p in root.iterdir() if p.is_dir() and list_checkpoints_safe(p))
-    )
-    if not candidates:
+    # {run folder: its checkpoints}; the checkpoints module registers our model with Auto*.
+    runs = {root: list_checkpoints_safe(root)}
+    if not runs[root]:
+        runs = {p: list_checkpoints_safe(p) for p in sorted(root.iterdir()) if p.is_dir()}
+    runs = {run_dir: found for run_dir, found in runs.items() if found}
+    if not runs:
         raise ValueError(f"telemetry.external_checkpoints: no HF checkpoint folders in {root}")
     rows = []
-    for run_dir in candidates:
-        first = list_checkpoints(run_dir)[0][1]
-        from transformers import AutoConfig
-
-        import ih_kedro.science.models  # noqa: F401
-
-        config = AutoConfig.from_pretrained(str(first))
+    for run_dir, found in runs.items():
+        config = AutoConfig.from_pretrained(str(found[0][1]))
         context = params.get("external_context_length") or getattr(
             config, "max_position_embeddings", getattr(config, "n_positions", 512)
         )

@@ -150,9 +150,8 @@ def random_head_control(
     rng = np.random.default_rng(seed)
     if match_layers is not None:
         chosen: list[Head] = []
-        for layer, count in sorted(
-            {lay: len(hs) for lay, hs in _by_layer(match_layers).items()}.items()
-        ):
+        for layer, matched in sorted(_by_layer(match_layers).items()):
+            count = len(matched)
             pool = [h for h in candidates if h[0] == layer]
             if len(pool) < count:
                 raise ValueError(

@@ -27,6 +27,7 @@ import torch
 logger = logging.getLogger(__name__)
 
 PROBE_KINDS = ("repeated", "induction_snippet", "anti_induction_snippet")
+REFERENCE_PROBE_LENGTH = 50  # the reference detector's half length L (at C >= 100)
 
 
 def frequent_token_pool(
@@ -77,21 +78,20 @@ def default_probe_length(context_length: int) -> int:
     """The reference half-length ``L = min(50, C // 2)`` in tokens, so ``2L <= C``."""
     if context_length < 2:
         raise ValueError(f"context_length must be at least 2, got {context_length}")
-    return min(50, context_length // 2)
+    return min(REFERENCE_PROBE_LENGTH, context_length // 2)
 
 
 def _unique_halves(n_samples: int, length: int, token_pool: np.ndarray, seed: int) -> torch.Tensor:
-    pool = np.asarray(token_pool, dtype=np.int64).reshape(-1)
     if n_samples <= 0:
         raise ValueError(f"telemetry.probe.n_samples must be positive, got {n_samples}")
     if length <= 0:
         raise ValueError(f"telemetry.probe.length must be positive, got {length}")
-    if np.unique(pool).size < length:
+    pool = np.unique(np.asarray(token_pool, dtype=np.int64))  # (P,) sorted distinct ids
+    if pool.size < length:
         raise ValueError(
-            f"telemetry.probe: the token pool has {np.unique(pool).size} distinct ids, fewer "
+            f"telemetry.probe: the token pool has {pool.size} distinct ids, fewer "
             f"than the {length} unique tokens a probe half needs"
         )
-    pool = np.unique(pool)
     rng = np.random.default_rng(seed)
     halves = np.stack([rng.choice(pool, size=length, replace=False) for _ in range(n_samples)])
     return torch.from_numpy(halves.astype(np.int64))  # (n, L)
@@ -138,6 +138,16 @@ def anti_induction_snippet_probes(
     return snippet_probes(halves, sep_token, reverse=True)
 
 
+def _snippet_variants(half: torch.Tensor, sep_token: int | None) -> dict[str, torch.Tensor]:
+    """Bi-Induct variants of the first halves ``(n, L)``: ``{kind: (n, 2L+1)}``; {} without SEP."""
+    if sep_token is None:
+        return {}
+    return {
+        "induction_snippet": snippet_probes(half, sep_token),
+        "anti_induction_snippet": snippet_probes(half, sep_token, reverse=True),
+    }
+
+
 @dataclass
 class ProbeSet:
     """A fixed, picklable probe set.
@@ -179,14 +189,11 @@ class ProbeSet:
                 f"to {length}"
             )
         half = self.tokens[:, :length]  # (n, length)
-        variants = {}
-        if self.sep_token is not None:
-            variants = {
-                "induction_snippet": snippet_probes(half, self.sep_token),
-                "anti_induction_snippet": snippet_probes(half, self.sep_token, reverse=True),
-            }
         return replace(
-            self, tokens=torch.cat([half, half], dim=1), length=length, variants=variants
+            self,
+            tokens=torch.cat([half, half], dim=1),  # (n, 2 * length)
+            length=length,
+            variants=_snippet_variants(half, self.sep_token),
         )
 
 
@@ -200,21 +207,15 @@ def make_probe_set(  # noqa: PLR0917
 ) -> ProbeSet:
     """Repeated probes plus (when ``sep_token`` is given) Bi-Induct variants of the same halves."""
     half = _unique_halves(n_samples, length, token_pool, seed)  # (n, L)
-    variants = {}
-    if sep_token is not None:
-        variants = {
-            "induction_snippet": snippet_probes(half, sep_token),
-            "anti_induction_snippet": snippet_probes(half, sep_token, reverse=True),
-        }
     logger.info(
         "probe set: %d samples of %d unique %s tokens (seed %d)", n_samples, length, source, seed
     )
     return ProbeSet(
-        tokens=torch.cat([half, half], dim=1),
+        tokens=torch.cat([half, half], dim=1),  # (n, 2L)
         source=source,
         seed=seed,
         length=length,
         kind="repeated",
         sep_token=sep_token,
-        variants=variants,
+        variants=_snippet_variants(half, sep_token),
     )

@@ -106,10 +106,37 @@ def _pattern_keys(tokens: torch.Tensor, repeated_length: int | None) -> dict[str
     return out
 
 
+def _half_length(probes: torch.Tensor) -> int:
+    """``L`` of repeated probes ``(n, 2L)``; odd lengths raise."""
+    if probes.shape[1] % 2:
+        raise ValueError(f"repeated probes need an even length, got {probes.shape[1]}")
+    return probes.shape[1] // 2
+
+
+def _pattern_batch_scores(
+    cache: dict[str, torch.Tensor], batch: torch.Tensor, length: int | None, n_layers: int
+) -> dict[str, torch.Tensor]:
+    """Attention-based head scores of one probe batch ``(B, T)``: ``{metric: (B, layers, H)}``."""
+    patterns = [cache[hook_name(layer, "hook_pattern")] for layer in range(n_layers)]
+    return {
+        metric: torch.stack([_attention_at(p, key, valid) for p in patterns], dim=1)  # (B, l, H)
+        for metric, (key, valid) in _pattern_keys(batch, length).items()
+    }
+
+
 @torch.no_grad()
 def _probe_batches(
-    model: nn.Module, probes: torch.Tensor, batch_size: int, record_z: bool
+    model: nn.Module,
+    probes: torch.Tensor,
+    batch_size: int,
+    record_z: bool,
+    record_pattern: bool = True,
 ) -> Iterable[tuple[torch.Tensor, Any, dict[str, torch.Tensor]]]:
+    """Eval-mode forward passes over ``probes`` (n, T) in batches: ``(batch, output, cache)``.
+
+    The cache is the instrumented one (overwritten each batch); ``record_z`` also records the
+    final norm's input and scale.
+    """
     if batch_size <= 0:
         raise ValueError(f"telemetry.batch_size must be positive, got {batch_size}")
     was_training = model.training
@@ -117,7 +144,7 @@ def _probe_batches(
     device = _device(model)
     try:
         with instrument(
-            model, record_pattern=True, record_z=record_z, record_final_norm=record_z
+            model, record_pattern=record_pattern, record_z=record_z, record_final_norm=record_z
         ) as inst:
             for start in range(0, probes.shape[0], batch_size):
                 batch = probes[start : start + batch_size].to(device)  # (B, T)
@@ -144,16 +171,11 @@ def head_pattern_scores(
         ``{metric: (n, n_layers, n_heads)}`` float tensors, attention weights in [0, 1].
     """
     n_layers, _ = n_layers_heads(model)
-    length = probes.shape[1] // 2 if repeated else None
+    length = _half_length(probes) if repeated else None
     chunks: dict[str, list[torch.Tensor]] = {}
     for batch, _output, cache in _probe_batches(model, probes, batch_size, record_z=False):
-        keys = _pattern_keys(batch, length)
-        for metric, (key, valid) in keys.items():
-            per_layer = [
-                _attention_at(cache[hook_name(layer, "hook_pattern")], key, valid)  # (B, H)
-                for layer in range(n_layers)
-            ]
-            chunks.setdefault(metric, []).append(torch.stack(per_layer, dim=1).cpu())
+        for metric, value in _pattern_batch_scores(cache, batch, length, n_layers).items():
+            chunks.setdefault(metric, []).append(value.cpu())
     return {metric: torch.cat(parts) for metric, parts in chunks.items()}  # (n, layers, heads)
 
 
@@ -187,16 +209,15 @@ def _centred_share(boosts: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.where(total > 0, chosen / total.clamp(min=1e-30), torch.zeros_like(total))
 
 
-def _repeated_batch_scores(  # noqa: PLR0917
+def _logit_batch_scores(
     model: nn.Module,
     batch: torch.Tensor,  # (B, 2L)
-    logits: torch.Tensor,  # (B, 2L, V)
     cache: dict[str, torch.Tensor],
-    w_o: list[torch.Tensor],
+    w_o: list[torch.Tensor],  # per layer (H, dh, d), float32
     length: int,
 ) -> dict[str, torch.Tensor]:
-    """Logit-based head scores (B, layers, heads) and model scores (B,) of one probe batch."""
-    n_layers, _ = n_layers_heads(model)
+    """Logit-based head scores ``{metric: (B, layers, heads)}`` of one repeated-probe batch."""
+    n_layers = len(w_o)
     second = slice(length, 2 * length)
     sample = batch[:, :length]  # (B, L)
     targets = batch[:, 1 : length + 1]  # (B, L): target of query i in [L, 2L) is x_{i-L+1}
@@ -218,7 +239,7 @@ def _repeated_batch_scores(  # noqa: PLR0917
     for layer in range(n_layers):
         z = cache[hook_name(layer, "hook_z")][:, second].float()  # (B, L, H, dh)
         pattern = cache[hook_name(layer, "hook_pattern")][:, :, second]  # (B, H, L, S)
-        head_out = torch.einsum("bthe,hed->bthd", z, w_o[layer].float())  # (B, L, H, d)
+        head_out = torch.einsum("bthe,hed->bthd", z, w_o[layer])  # (B, L, H, d)
         boosts = torch.einsum("bthd,bkd->bthk", head_out, u_sample)  # (B, L, H, L)
         slot = target_slot[:, :, None].expand(-1, -1, boosts.shape[2])  # (B, L, H)
         out["logit_attribution"].append(_centred_share(boosts, slot).mean(1))  # (B, H)
@@ -227,13 +248,24 @@ def _repeated_batch_scores(  # noqa: PLR0917
         out["copying"].append(_centred_share(boosts, attended_slot).mean(1))  # (B, H)
         dla = torch.einsum("bthd,btd->bth", head_out, u_target) / scale  # (B, L, H)
         out["direct_logit_attribution"].append(dla.mean(1))  # (B, H)
-    scores = {m: torch.stack(v, dim=1) for m, v in out.items()}  # (B, layers, heads)
+    return {m: torch.stack(v, dim=1) for m, v in out.items()}  # (B, layers, heads)
 
+
+def _model_batch_scores(
+    batch: torch.Tensor,  # (B, 2L)
+    logits: torch.Tensor,  # (B, 2L, V)
+    length: int,
+) -> dict[str, torch.Tensor]:
+    """Model scores ``{metric: (B,)}`` of one repeated-probe batch: recall and loss drop."""
+    second = slice(length, 2 * length)
+    targets = batch[:, 1 : length + 1]  # (B, L): target of query i in [L, 2L) is x_{i-L+1}
     second_logits = logits[:, second].float()  # (B, L, V)
     target_logit = second_logits.gather(-1, targets[..., None])  # (B, L, 1)
     ranks = (second_logits > target_logit).sum(-1).float()  # (B, L) tokens ranked above
-    scores["associative_recall"] = (ranks == 0).float().mean(-1)  # (B,)
-    scores["associative_recall_mean_rank"] = ranks.mean(-1)  # (B,)
+    scores = {
+        "associative_recall": (ranks == 0).float().mean(-1),  # (B,)
+        "associative_recall_mean_rank": ranks.mean(-1),  # (B,)
+    }
     token_loss = nn.functional.cross_entropy(
         logits[:, :-1].float().transpose(1, 2), batch[:, 1:], reduction="none"
     )  # (B, 2L-1); entry t is the loss of predicting x_{t+1}
@@ -253,25 +285,22 @@ def repeated_probe_scores(
     and ``{metric: (n,)}`` for ``associative_recall``, ``associative_recall_mean_rank`` and
     ``repeated_loss_drop``.
     """
-    if probes.shape[1] % 2:
-        raise ValueError(f"repeated probes need an even length, got {probes.shape[1]}")
-    length = probes.shape[1] // 2
+    length = _half_length(probes)
     n_layers, _ = n_layers_heads(model)
-    w_o = [w.detach() for w in output_projection_weights(model)]
+    w_o = [w.detach().float() for w in output_projection_weights(model)]  # (H, dh, d) each
     chunks: dict[str, list[torch.Tensor]] = {}
     for batch, output, cache in _probe_batches(model, probes, batch_size, record_z=True):
-        for metric, (key, valid) in _pattern_keys(batch, length).items():
-            per_layer = [
-                _attention_at(cache[hook_name(layer, "hook_pattern")], key, valid)
-                for layer in range(n_layers)
-            ]
-            chunks.setdefault(metric, []).append(torch.stack(per_layer, dim=1).cpu())
-        batch_scores = _repeated_batch_scores(model, batch, output.logits, cache, w_o, length)
+        batch_scores = {
+            **_pattern_batch_scores(cache, batch, length, n_layers),
+            **_logit_batch_scores(model, batch, cache, w_o, length),
+            **_model_batch_scores(batch, output.logits, length),
+        }
         for metric, value in batch_scores.items():
             chunks.setdefault(metric, []).append(value.cpu())
     return {metric: torch.cat(parts) for metric, parts in chunks.items()}
 
 
+@torch.no_grad()
 def associative_recall(
     model: nn.Module, probes: torch.Tensor, batch_size: int = 32
 ) -> dict[str, float]:
@@ -279,11 +308,20 @@ def associative_recall(
 
     ``accuracy`` is the share of second-half positions whose target ranks first over the full
     vocabulary; ``mean_rank`` the mean number of tokens with a strictly higher logit (0 = first).
+    Runs the same instrumented forward passes as :func:`repeated_probe_scores` but records
+    nothing and skips the head scores (it is the metric of repeated ablation runs).
     """
-    scores = repeated_probe_scores(model, probes, batch_size)
+    length = _half_length(probes)
+    accuracy, mean_rank = [], []
+    for batch, output, _cache in _probe_batches(
+        model, probes, batch_size, record_z=False, record_pattern=False
+    ):
+        scores = _model_batch_scores(batch, output.logits, length)
+        accuracy.append(scores["associative_recall"].cpu())  # (B,)
+        mean_rank.append(scores["associative_recall_mean_rank"].cpu())  # (B,)
     return {
-        "accuracy": float(scores["associative_recall"].mean()),
-        "mean_rank": float(scores["associative_recall_mean_rank"].mean()),
+        "accuracy": float(torch.cat(accuracy).mean()),
+        "mean_rank": float(torch.cat(mean_rank).mean()),
     }
 
 
