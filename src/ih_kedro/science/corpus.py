@@ -87,7 +87,9 @@ class IngestionStats:
     Attributes:
         files: Shard files opened.
         documents: Good documents yielded.
-        text_bytes: UTF-8 bytes of the good documents' text.
+        text_bytes: Bytes of the good documents' raw JSON lines as stored (decompressed, with
+            the ``meta`` and JSON escaping), not of the text alone; see the dedup report's
+            ``bytes_in`` for text bytes.
         bad: Bad records by category (see :data:`BAD_CATEGORIES`). A corrupt or truncated
             ``.zst`` shard counts as one ``corrupt_shard`` record (its readable lines count
             as usual).

@@ -3,7 +3,10 @@
 No file I/O happens here. ``raw_documents`` is a lazy ``DocumentStream`` (the catalog's
 ``PileShardsDataset``); the nodes return lazy selections of it and a lazy ``TokenChunks``
 that ``PackedTokensDataset`` tokenizes while it writes, so no corpus is held in memory.
-The shards are read once per consumer: dedup, tokenizer training, and each packing.
+The shards are read once per consumer: dedup, tokenizer training, and each packing. No pass
+can be dropped without holding documents in memory: a near-duplicate's keep decision can
+change until the dedup pass ends (a later document may join two clusters), the tokenizer must
+exist before packing, and Kedro saves the two packed outputs one after the other.
 """
 
 from __future__ import annotations
@@ -50,6 +53,12 @@ def _dedup_params(params: dict[str, Any]) -> dict[str, Any]:
         "false_negative_weight": lambda v: 0.0 < float(v) < 1.0,
         "max_examples": lambda v: int(v) >= 0,
     }
+    unknown = sorted(set(dedup) - {*checks, "seed", "near"})
+    if unknown:
+        raise ValueError(
+            f"data_engineering.dedup: unknown keys {unknown}; expected some of "
+            f"{sorted({*checks, 'seed', 'near'})}"
+        )
     for key, ok in checks.items():
         if key in dedup and not ok(dedup[key]):
             raise ValueError(f"data_engineering.dedup.{key}: invalid value {dedup[key]!r}")

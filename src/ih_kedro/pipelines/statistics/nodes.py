@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 
 from ih_kedro.science.statistics.emergence_law import (
     CENSORED_HANDLING,
+    RESPONSES,
     SEED_EXPONENTS,
     fit_emergence_law,
     fit_summary_dict,
@@ -47,7 +48,24 @@ def _params(params: dict[str, Any] | None) -> dict[str, Any]:
         raise ValueError(
             f"statistics.censored: expected one of {CENSORED_HANDLING}, got {merged['censored']!r}"
         )
+    # Checked here, not in the fit, so that a typo fails the run instead of being reported as
+    # "insufficient_data" by fit_emergence_law_node.
+    if merged["response"] not in RESPONSES:
+        raise ValueError(
+            f"statistics.response: expected one of {RESPONSES}, got {merged['response']!r}"
+        )
+    if not 0 < float(merged["level"]) < 1:
+        raise ValueError(f"statistics.level: must be in (0, 1), got {merged['level']!r}")
     return merged
+
+
+def _covariates(summary: dict[str, Any], frame: pd.DataFrame, where: str) -> dict[str, np.ndarray]:
+    """Values in ``frame`` of the fit's extra covariates, as :func:`predict_emergence` needs."""
+    names = list(summary.get("extra_covariates", []))
+    missing = [c for c in names if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{where}: the law uses extra covariates {missing}; give their values")
+    return {c: frame[c].to_numpy(float) for c in names}
 
 
 def select_emergence_rows(emergence_table: pd.DataFrame, params: dict[str, Any]) -> pd.DataFrame:
@@ -159,13 +177,24 @@ def predict_emergence_node(law_fit_summary: dict[str, Any], params: dict[str, An
         fitted.
     """
     p = _params(params)
-    configs = pd.DataFrame(p["predict_for"], columns=["batch_size", "context_length"])
+    configs = pd.DataFrame(p["predict_for"])
     if configs.empty:
         return pd.DataFrame(columns=["batch_size", "context_length", "step", "tokens"])
+    missing = {"batch_size", "context_length"} - set(configs.columns)
+    if missing:
+        raise ValueError(f"statistics.predict_for: every entry needs {sorted(missing)}")
     if not _fitted(law_fit_summary):
         logger.warning("statistics: no fitted law; predictions are NaN")
-        frame = configs.astype(float)
-        for column in ("step", "step_low", "step_high", "tokens", "tokens_low", "tokens_high"):
+        frame = configs[["batch_size", "context_length"]].astype(float)
+        for column in (
+            "step",
+            "step_low",
+            "step_high",
+            "tokens",
+            "tokens_low",
+            "tokens_high",
+            "log_se",
+        ):
             frame[column] = math.nan
         frame["level"] = float(p["level"])
         return frame
@@ -174,6 +203,7 @@ def predict_emergence_node(law_fit_summary: dict[str, Any], params: dict[str, An
         configs["batch_size"].to_numpy(float),
         configs["context_length"].to_numpy(float),
         level=float(p["level"]),
+        covariates=_covariates(law_fit_summary, configs, "statistics.predict_for"),
     )
 
 
@@ -188,9 +218,9 @@ def _empty_figure(message: str) -> Figure:
     return fig
 
 
-def _run_covariates(emergence_table: pd.DataFrame) -> pd.DataFrame:
-    keep = [c for c in ("run_name", "batch_size", "context_length", "seed", "preset")]
-    keep = [c for c in keep if c in emergence_table.columns]
+def _run_covariates(emergence_table: pd.DataFrame, extra: list[str]) -> pd.DataFrame:
+    columns = ["run_name", "batch_size", "context_length", "seed", "preset", *extra]
+    keep = list(dict.fromkeys(c for c in columns if c in emergence_table.columns))
     return emergence_table[keep].drop_duplicates("run_name")
 
 
@@ -232,7 +262,8 @@ def plot_trajectories(
     curves = best_head_trajectories(head_scores, p["trajectory_metric"], p["trajectory_min_layer"])
     if curves.empty:
         return _empty_figure(f"no {p['trajectory_metric']} head scores")
-    curves = curves.merge(_run_covariates(emergence_table), on="run_name", how="left")
+    extra = list(law_fit_summary.get("extra_covariates", []))
+    curves = curves.merge(_run_covariates(emergence_table, extra), on="run_name", how="left")
     has_config = {"batch_size", "context_length"} <= set(curves.columns)
     curves["cell"] = (
         [
@@ -269,6 +300,7 @@ def plot_trajectories(
             law_fit_summary,
             curves["batch_size"].to_numpy(float),
             curves["context_length"].to_numpy(float),
+            covariates=_covariates(law_fit_summary, curves, "emergence_table"),
         )
         curves["scaled_step"] = curves["step"].to_numpy(float) / predicted["step"].to_numpy()
         one_line_per_run("scaled_step", ax_scaled, legend=False)
@@ -296,6 +328,7 @@ def _observed_vs_predicted(
         rows["batch_size"].to_numpy(float),
         rows["context_length"].to_numpy(float),
         level=float(p["level"]),
+        covariates=_covariates(law_fit_summary, rows, "emergence_table"),
     )
     response = law_fit_summary.get("response", "step")
     observed = rows["step"].to_numpy(float)

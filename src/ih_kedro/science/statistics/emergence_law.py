@@ -351,7 +351,12 @@ def _wald(
         return math.nan, 0, math.nan, kind
     R = np.array(rows)
     diff = R @ core.params - np.array(targets)
-    stat = float(diff @ np.linalg.solve(R @ core.cov @ R.T, diff))
+    try:
+        stat = float(diff @ np.linalg.solve(R @ core.cov @ R.T, diff))
+    except np.linalg.LinAlgError:
+        # A zero-residual OLS fit has a singular covariance: the test is undefined.
+        logger.warning("emergence law: singular coefficient covariance; Wald test undefined")
+        return math.nan, len(rows), math.nan, kind
     df = len(rows)
     if kind == "F":
         stat /= df
@@ -368,10 +373,11 @@ def _leave_one_configuration_out(design: _Design, configs: pd.Series, censored: 
     """Log predictions of each configuration's runs from a fit without that configuration."""
     predicted = np.full(len(configs), np.nan)
     config_values = configs.to_numpy()
-    n_params = design.X.shape[1]
+    X_all = design.X.to_numpy(dtype=float)
+    n_params = X_all.shape[1]
     for config in pd.unique(config_values):
         held = config_values == config
-        X_train = design.X.to_numpy(dtype=float)[~held]
+        X_train = X_all[~held]
         if len(X_train) < _min_runs(n_params, censored):
             continue
         # Every design column except the constant must still vary without this configuration.
@@ -389,7 +395,7 @@ def _leave_one_configuration_out(design: _Design, configs: pd.Series, censored: 
         if censored == "tobit" and (~sub.censored).sum() < 2:
             continue
         core = _fit_core(sub, censored)
-        predicted[held] = design.X.to_numpy(dtype=float)[held] @ core.params
+        predicted[held] = X_all[held] @ core.params
     return predicted
 
 

@@ -114,6 +114,12 @@ def _restrict_layers(per_sample: np.ndarray, min_layer: int) -> np.ndarray:
     return per_sample[:, :, min_layer:]
 
 
+def _flat_samples(samples: np.ndarray, min_layer: int) -> np.ndarray:
+    """Validated ``(K, n, ...)`` samples restricted to ``min_layer``, flattened to ``(K, n, F)``."""
+    samples = _restrict_layers(_validate_samples(samples), min_layer)
+    return samples.reshape(samples.shape[0], samples.shape[1], -1)
+
+
 def _curves_from_weights(flat: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Weighted mean over probe samples then max over features.
 
@@ -147,10 +153,8 @@ def emergence_curve(samples: np.ndarray, min_layer: int = 0) -> np.ndarray:
     Returns:
         ``(K,)`` curve in the metric's units (e.g. PS in [0, 1]).
     """
-    samples = _restrict_layers(_validate_samples(samples), min_layer)
-    n_checkpoints, n_samples = samples.shape[:2]
-    flat = samples.reshape(n_checkpoints, n_samples, -1)  # (K, n, F)
-    return _curves_from_weights(flat, np.ones((1, n_samples)))[0]
+    flat = _flat_samples(samples, min_layer)  # (K, n, F)
+    return _curves_from_weights(flat, np.ones((1, flat.shape[1])))[0]
 
 
 # --------------------------------------------------------------------------------------------
@@ -167,6 +171,18 @@ def _sorted_finite(steps: np.ndarray, curve: np.ndarray) -> tuple[np.ndarray, np
     keep = np.isfinite(steps) & np.isfinite(curve)
     order = np.argsort(steps[keep], kind="stable")
     return steps[keep][order], curve[keep][order]
+
+
+def _fit_axis(
+    steps: np.ndarray, curve: np.ndarray, log_steps: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted finite points on the fitting axis: ``(x, curve)`` with ``x = log(step)`` (steps
+    <= 0 skipped) when ``log_steps``, else ``x = step``."""
+    steps, curve = _sorted_finite(steps, curve)
+    if log_steps:
+        keep = steps > 0
+        return np.log(steps[keep]), curve[keep]
+    return steps, curve
 
 
 def threshold_crossing(steps: np.ndarray, curve: np.ndarray, threshold: float) -> float | None:
@@ -220,17 +236,13 @@ def logistic_midpoint(
         the fit fails, or the midpoint lies after the last observed step. A midpoint before the
         first checkpoint is reported as the first step.
     """
-    steps, curve = _sorted_finite(steps, curve)
-    if log_steps:
-        keep = steps > 0
-        steps, curve = steps[keep], curve[keep]
-    if steps.size < 5:
+    x, curve = _fit_axis(steps, curve, log_steps)
+    if x.size < 5:
         return None
     # "Never rises": the best later value does not exceed the worst earlier one by min_rise.
     running_min = np.minimum.accumulate(curve)
     if np.max(curve - running_min) < min_rise:
         return None
-    x = np.log(steps) if log_steps else steps
     span = float(x[-1] - x[0])
     if span <= 0:
         return None
@@ -280,13 +292,9 @@ def piecewise_breakpoint(
         slope does not increase at the break, or the curve rises less than ``min_rise`` after
         it.
     """
-    steps, curve = _sorted_finite(steps, curve)
-    if log_steps:
-        keep = steps > 0
-        steps, curve = steps[keep], curve[keep]
-    if steps.size < 4:
+    x, curve = _fit_axis(steps, curve, log_steps)
+    if x.size < 4:
         return None
-    x = np.log(steps) if log_steps else steps
     best: tuple[float, int, np.ndarray] | None = None
     for k in range(1, x.size - 1):
         design = np.column_stack([np.ones_like(x), x, np.maximum(0.0, x - x[k])])
@@ -357,14 +365,13 @@ def estimate_emergence(
         raise ValueError(f"n_bootstrap: must be >= 0, got {n_bootstrap}")
     steps = np.asarray(steps, dtype=float)
     tokens = np.asarray(tokens, dtype=float)
-    samples = _restrict_layers(_validate_samples(samples), min_layer)
-    n_checkpoints, n_samples = samples.shape[:2]
+    flat = _flat_samples(samples, min_layer)  # (K, n, F)
+    n_checkpoints, n_samples = flat.shape[:2]
     if steps.shape != (n_checkpoints,) or tokens.shape != (n_checkpoints,):
         raise ValueError(
             f"steps, tokens: expected shape ({n_checkpoints},) to match samples "
-            f"{samples.shape}, got {steps.shape} and {tokens.shape}"
+            f"{np.shape(samples)}, got {steps.shape} and {tokens.shape}"
         )
-    flat = samples.reshape(n_checkpoints, n_samples, -1)  # (K, n, F)
     last_step = float(np.nanmax(steps))
     threshold_value = float(threshold) if method == "threshold" else None
 
@@ -398,10 +405,11 @@ def estimate_emergence(
             float(v) for v in np.quantile(replicates, [alpha, 1 - alpha], method="inverted_cdf")
         )
 
-    order = np.argsort(steps)
+    # np.interp needs finite, increasing sample points: skip checkpoints with NaN step/tokens.
+    known_steps, known_tokens = _sorted_finite(steps, tokens)
     return EmergenceEstimate(
         step=float(point),
-        tokens=float(np.interp(point, steps[order], tokens[order])),
+        tokens=float(np.interp(point, known_steps, known_tokens)),
         ci_low=ci_low,
         ci_high=ci_high,
         censored=False,
