@@ -144,6 +144,15 @@ def test_checkpoint_schedule_is_log_then_regular():
         16,
         20,
     ]
+    # Not a multiple: each checkpoint is the first step reaching k * 100 tokens (no drift).
+    assert checkpoint_schedule(8, every=100, unit="tokens", tokens_per_step=64) == [
+        0,
+        2,
+        4,
+        5,
+        7,
+        8,
+    ]
 
 
 def test_lr_schedule_warms_up_then_holds_or_decays():

@@ -140,6 +140,11 @@ class TrainingRunConfig:
         return min(budgets)
 
     @property
+    def positions(self) -> int:
+        """The model's ``n_positions``: ``n_positions`` if given, else ``context_length``."""
+        return self.n_positions if self.n_positions is not None else self.context_length
+
+    @property
     def copy_rate(self) -> float:
         """Probability that a sequence carries a copied span (0 for natural text)."""
         if self.data_variant == "natural":
@@ -180,11 +185,10 @@ def validate_run_config(config: TrainingRunConfig, vocab_size: int, corpus_token
             )
     elif not isinstance(config.preset, Mapping) or "family" not in config.preset:
         raise ValueError(f"{_param('preset')}: a preset is a name or a mapping with 'family'")
-    n_positions = config.n_positions if config.n_positions is not None else config.context_length
-    if config.context_length > n_positions:
+    if config.context_length > config.positions:
         raise ValueError(
             f"{_param('context_length')}: context length {config.context_length} exceeds the "
-            f"model's n_positions={n_positions}{where}"
+            f"model's n_positions={config.positions}{where}"
         )
     if vocab_size <= 0:
         raise ValueError(f"vocab_size: must be positive, got {vocab_size}")
@@ -273,23 +277,29 @@ def checkpoint_schedule(
 
     Log-spaced early, regular later (Pythia): step 0, powers of two up to ``dense_until``,
     multiples of ``every``, and the final step. With ``unit="tokens"``, ``every`` and
-    ``dense_until`` are token counts, converted to the first step that reaches them given
-    ``tokens_per_step``.
+    ``dense_until`` are token counts: each multiple ``k·every`` becomes the first step that
+    reaches it given ``tokens_per_step`` (so checkpoints do not drift when ``every`` is not a
+    multiple of ``tokens_per_step``), and ``dense_until`` likewise.
     """
     if unit not in ("steps", "tokens"):
         raise ValueError(f"training.checkpoint_unit: 'steps' or 'tokens', got {unit!r}")
     if every <= 0:
         raise ValueError(f"training.checkpoint_every: must be positive, got {every}")
-    if unit == "tokens":
-        every = max(1, math.ceil(every / tokens_per_step))
-        dense_until = math.ceil(dense_until / tokens_per_step)
     steps = {0, total_steps}
+    if unit == "tokens":
+        dense_until = math.ceil(dense_until / tokens_per_step)
+        if every <= tokens_per_step:  # a multiple of ``every`` falls within every step
+            steps.update(range(1, total_steps + 1))
+        else:
+            n_multiples = total_steps * tokens_per_step // every
+            steps.update(-(-k * every // tokens_per_step) for k in range(1, n_multiples + 1))
+    else:
+        steps.update(range(every, total_steps + 1, every))
     power = 1
     while power <= min(dense_until, total_steps):
         steps.add(power)
         power *= 2
-    steps.update(range(every, total_steps + 1, every))
-    return sorted(s for s in steps if 0 <= s <= total_steps)
+    return sorted(steps)
 
 
 def lr_factor(
@@ -620,11 +630,10 @@ def train_run(
             config.tokens_per_step,
         )
     )
-    n_positions = config.n_positions or config.context_length
     model = build_model(
         config.preset,
         packed.vocab_size,
-        n_positions,
+        config.positions,
         seed=config.seed,
         attn_implementation=config.attn_implementation,
     )
@@ -648,12 +657,12 @@ def train_run(
         "last_loss": float("nan"),
     }
     ds_dir = store.deepspeed_dir(name)
-    tag = store.latest_deepspeed_tag(name)
-    if tag is not None:
-        _, client_state = engine.load_checkpoint(str(ds_dir), tag=tag)
+    resume_tag = store.latest_deepspeed_tag(name)
+    if resume_tag is not None:
+        _, client_state = engine.load_checkpoint(str(ds_dir), tag=resume_tag)
         state.update(client_state["ih_state"])
         policy.load_state_dict(state["policy"])
-        logger.info("%s: resuming from %s (step %d)", name, tag, state["step"])
+        logger.info("%s: resuming from %s (step %d)", name, resume_tag, state["step"])
 
     family = _family(config.preset)
     sub_batch = config.batch_size // world_size
@@ -698,7 +707,7 @@ def train_run(
     with tracker.run(name, params, run_id=state["mlflow_run_id"]) as run_id:
         state["mlflow_run_id"] = run_id
         step = int(state["step"])
-        if step == 0 and 0 in schedule:
+        if resume_tag is None:  # a fresh run: step 0 is always in the schedule
             save(0, wall_before)
         progress = tqdm(total=total_steps, initial=step, desc=name, unit="step", disable=rank != 0)
         loss_sum = torch.zeros((), device=device)
@@ -706,7 +715,8 @@ def train_run(
         window_start = time.perf_counter()
         window_steps = 0
         engine.train()
-        while step < total_steps and not policy.should_stop(step):
+        stopping = step >= total_steps or policy.should_stop(step)
+        while not stopping:
             batch = sample_batch(
                 packed.tokens,
                 config.batch_size,
@@ -726,12 +736,11 @@ def train_run(
             engine.step()
             step += 1
             state["copied_tokens"] += int(batch.copied.sum())
-            state["batch_tokens"] += int(batch.copied.size)
+            state["batch_tokens"] += batch.copied.size
             loss_sum += loss.detach()
             loss_count += 1
             window_steps += 1
             progress.update(1)
-            wall = wall_before + time.perf_counter() - segment_start
 
             if step % config.log_every == 0 or step == total_steps:
                 elapsed = time.perf_counter() - window_start
@@ -746,8 +755,7 @@ def train_run(
                     "tokens_per_second": window_steps * config.tokens_per_step / elapsed,
                     "copied_token_fraction": state["copied_tokens"] / state["batch_tokens"],
                 }
-                if rank == 0:
-                    tracker.log_metrics(metrics, step)
+                tracker.log_metrics(metrics, step)  # a NullTracker on ranks other than 0
                 progress.set_postfix(loss=f"{mean_loss:.3f}")
                 loss_sum.zero_()
                 loss_count = 0
@@ -757,8 +765,7 @@ def train_run(
             evaluated = evaluate is not None and step % config.eval_every == 0
             if evaluated:
                 metrics = run_evaluation(step)
-                if rank == 0:
-                    tracker.log_metrics(metrics, step)
+                tracker.log_metrics(metrics, step)
                 if config.early_stop:
                     before = policy.first_crossing
                     policy.update(step, metrics)
@@ -774,7 +781,7 @@ def train_run(
             dense = evaluated and policy.first_crossing is not None
             stopping = step >= total_steps or policy.should_stop(step)
             if step in schedule or dense or stopping:
-                save(step, wall)
+                save(step, wall_before + time.perf_counter() - segment_start)
             if step_hook is not None:
                 step_hook(step)
         progress.close()

@@ -100,14 +100,18 @@ def _copy_spans(
     lengths = rng.integers(low, high + 1, size=batch)  # (B,)
     u_source = rng.random(batch)  # (B,)
     u_dest = rng.random(batch)  # (B,)
+    source = (u_source * (width - 2 * lengths + 1)).astype(np.int64)  # (B,) in [0, W - 2L]
+    first_dest = source + lengths  # (B,)
+    dest = first_dest + (u_dest * (width - lengths - first_dest + 1)).astype(np.int64)  # [s+L, W-L]
+    # One vectorised gather for every row: span position k of a selected row is copied when
+    # k < length. Source and copy never overlap, so reading before writing is exact.
+    offset = np.arange(high)  # (high,)
+    take = selected[:, None] & (offset[None, :] < lengths[:, None])  # (B, high)
+    rows = np.broadcast_to(np.arange(batch)[:, None], take.shape)[take]  # (n,)
+    to = (dest[:, None] + offset[None, :])[take]  # (n,)
+    windows[rows, to] = windows[rows, (source[:, None] + offset[None, :])[take]]
     copied = np.zeros(windows.shape, dtype=bool)  # (B, C+1)
-    for row in np.flatnonzero(selected):
-        length = int(lengths[row])
-        source = int(u_source[row] * (width - 2 * length + 1))  # in [0, W - 2L]
-        first_dest = source + length
-        dest = first_dest + int(u_dest[row] * (width - length - first_dest + 1))  # [s+L, W-L]
-        windows[row, dest : dest + length] = windows[row, source : source + length]
-        copied[row, dest : dest + length] = True
+    copied[rows, to] = True
     return copied
 
 

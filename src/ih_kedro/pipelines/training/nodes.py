@@ -30,6 +30,43 @@ logger = logging.getLogger(__name__)
 ONLINE_METRIC = "prefix_matching_best_layer1"
 
 
+def _keep(value: Any) -> Any:
+    return value
+
+
+# Settings held fixed across the sweep: parameter -> (TrainingRunConfig field, cast). A parameter
+# that is absent takes the field's default, so every default lives in TrainingRunConfig alone.
+_SHARED_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "n_positions": ("n_positions", _keep),
+    "attn_implementation": ("attn_implementation", _keep),
+    "learning_rate": ("learning_rate", float),
+    "warmup_steps": ("warmup_steps", int),
+    "schedule": ("schedule", _keep),
+    "min_lr_ratio": ("min_lr_ratio", float),
+    "decay_steps": ("decay_steps", _keep),
+    "weight_decay": ("weight_decay", float),
+    "betas": ("betas", tuple),
+    "eps": ("eps", float),
+    "max_steps": ("max_steps", _keep),
+    "max_tokens": ("max_tokens", _keep),
+    "checkpoint_every": ("checkpoint_every", int),
+    "checkpoint_dense_until": ("checkpoint_dense_until", int),
+    "checkpoint_unit": ("checkpoint_unit", _keep),
+    "log_every": ("log_every", int),
+}
+# The same for ``online_emergence``'s options.
+_ONLINE_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "eval_every": ("eval_every", int),
+    "threshold": ("early_stop_threshold", float),
+    "margin_factor": ("early_stop_margin_factor", float),
+    "min_extra_steps": ("early_stop_min_extra_steps", int),
+}
+
+
+def _fields(params: Mapping[str, Any], spec: Mapping[str, tuple[str, Callable]]) -> dict[str, Any]:
+    return {field: cast(params[key]) for key, (field, cast) in spec.items() if key in params}
+
+
 def _as_list(params: Mapping[str, Any], key: str) -> list[Any]:
     value = params.get(key)
     if value is None:
@@ -68,6 +105,13 @@ def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
     """
     online = dict(params.get("online_emergence") or {})
     copy_rate = float(params.get("copy_rate", 1.0))
+    shared = {
+        **_fields(params, _SHARED_FIELDS),
+        **_fields(online, _ONLINE_FIELDS),
+        "early_stop": bool(online.get("enabled", True) and online.get("early_stop", True)),
+        "early_stop_metric": ONLINE_METRIC,
+        "deepspeed": dict(params.get("deepspeed") or {}),
+    }
     configs = []
     for preset, batch_size, context_length, data_variant, seed in itertools.product(
         _as_list(params, "presets"),
@@ -94,29 +138,7 @@ def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
                 seed=seed,
                 data_variant=data_variant,
                 variant_options=options,
-                n_positions=params.get("n_positions"),
-                attn_implementation=params.get("attn_implementation", "sdpa"),
-                learning_rate=float(params.get("learning_rate", 3e-3)),
-                warmup_steps=int(params.get("warmup_steps", 50)),
-                schedule=params.get("schedule", "constant"),
-                min_lr_ratio=float(params.get("min_lr_ratio", 0.1)),
-                decay_steps=params.get("decay_steps"),
-                weight_decay=float(params.get("weight_decay", 0.01)),
-                betas=tuple(params.get("betas", (0.9, 0.98))),
-                eps=float(params.get("eps", 1e-8)),
-                max_steps=params.get("max_steps"),
-                max_tokens=params.get("max_tokens"),
-                checkpoint_every=int(params.get("checkpoint_every", 250)),
-                checkpoint_dense_until=int(params.get("checkpoint_dense_until", 512)),
-                checkpoint_unit=params.get("checkpoint_unit", "steps"),
-                log_every=int(params.get("log_every", 10)),
-                eval_every=int(online.get("eval_every", 50)),
-                early_stop=bool(online.get("enabled", True) and online.get("early_stop", True)),
-                early_stop_metric=ONLINE_METRIC,
-                early_stop_threshold=float(online.get("threshold", 0.4)),
-                early_stop_margin_factor=float(online.get("margin_factor", 1.5)),
-                early_stop_min_extra_steps=int(online.get("min_extra_steps", 100)),
-                deepspeed=dict(params.get("deepspeed") or {}),
+                **shared,
             )
         )
     names = [c.run_name for c in configs]
