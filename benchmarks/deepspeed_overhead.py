@@ -37,21 +37,30 @@ def loss_of(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     )
 
 
-def time_plain(preset, batches: torch.Tensor, vocab: int, context: int, warmup: int) -> float:
-    """Tokens/s of a plain PyTorch loop over ``batches`` (B, C+1) after ``warmup`` steps."""
-    model = build_model(preset, vocab, context, seed=0)
-    optimizer = make_optimizer(model)
+def tokens_per_second(train_step, batches: torch.Tensor, context: int, warmup: int) -> float:
+    """Tokens/s of ``train_step(tokens)`` over ``batches`` (B, C+1), timed after ``warmup`` steps."""
     start = 0.0
     for step, tokens in enumerate(batches):
         if step == warmup:
             start = time.perf_counter()
+        train_step(tokens)
+    elapsed = time.perf_counter() - start
+    return (len(batches) - warmup) * batches.shape[1] * context / elapsed
+
+
+def time_plain(preset, batches: torch.Tensor, vocab: int, context: int, warmup: int) -> float:
+    """Tokens/s of a plain PyTorch loop over ``batches`` (B, C+1) after ``warmup`` steps."""
+    model = build_model(preset, vocab, context, seed=0)
+    optimizer = make_optimizer(model)
+
+    def train_step(tokens: torch.Tensor) -> None:
         logits = model(input_ids=tokens[:, :-1]).logits  # (B, C, vocab)
         loss = loss_of(logits, tokens)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-    elapsed = time.perf_counter() - start
-    return (len(batches) - warmup) * batches.shape[1] * context / elapsed
+
+    return tokens_per_second(train_step, batches, context, warmup)
 
 
 def time_deepspeed(preset, batches: torch.Tensor, vocab: int, context: int, warmup: int) -> float:
@@ -73,17 +82,15 @@ def time_deepspeed(preset, batches: torch.Tensor, vocab: int, context: int, warm
         dist_init_required=False,
     )
     skip_allreduce_in_world_of_one(engine, world_size=1)  # as the training pipeline does
-    start = 0.0
-    for step, tokens in enumerate(batches):
-        if step == warmup:
-            start = time.perf_counter()
+
+    def train_step(tokens: torch.Tensor) -> None:
         logits = engine(input_ids=tokens[:, :-1]).logits  # (B, C, vocab)
-        loss = loss_of(logits, tokens)
-        engine.backward(loss)
+        engine.backward(loss_of(logits, tokens))
         engine.step()
-    elapsed = time.perf_counter() - start
+
+    rate = tokens_per_second(train_step, batches, context, warmup)
     engine.destroy()
-    return (len(batches) - warmup) * batches.shape[1] * context / elapsed
+    return rate
 
 
 def main() -> None:

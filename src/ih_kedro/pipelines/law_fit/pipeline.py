@@ -16,7 +16,7 @@ from ih_kedro.pipelines import data_engineering, statistics, telemetry, training
 EXPERIMENT = "law_fit"
 
 # Products of data engineering that every experiment reads as they are.
-SHARED_DATASETS = frozenset({"raw_documents", "tokenizer", "train_tokens", "validation_tokens"})
+SHARED_DATASETS = frozenset({"tokenizer", "train_tokens", "validation_tokens"})
 
 
 def experiment_stage(stage: Pipeline, experiment: str, stage_name: str) -> Pipeline:
