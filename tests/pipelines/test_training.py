@@ -139,3 +139,29 @@ def test_pipeline_runs_on_an_in_memory_catalog(packed, tmp_path):
     SequentialRunner().run(pipeline, catalog)
     manifest = catalog["sweep_manifest"].load()
     assert isinstance(manifest, pd.DataFrame) and len(manifest) == 1
+
+
+def test_variant_entries_with_options_become_labelled_cells():
+    params = {
+        "presets": ["p"],
+        "batch_sizes": [8],
+        "context_lengths": [16],
+        "seeds": [0],
+        "max_steps": 10,
+        "data_variants": [
+            "natural",
+            {"variant": "copy_spans", "label": "cs_half", "options": {"copy_rate": 0.5}},
+        ],
+        "variant_options": {"copy_spans": {"span_max_fraction": 0.25}},
+    }
+    natural, half = expand_grid(params)
+    assert natural.run_name == "p_B8_C16_natural_s0" and natural.variant_options == {}
+    assert half.run_name == "p_B8_C16_cs_half_s0"
+    assert half.data_variant == "copy_spans"
+    assert half.variant_options == {
+        "copy_rate": 0.5,
+        "span_min_fraction": 0.125,
+        "span_max_fraction": 0.25,
+    }
+    with pytest.raises(ValueError, match="training.data_variants"):
+        expand_grid({**params, "data_variants": [{"label": "x"}]})

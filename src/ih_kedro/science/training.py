@@ -34,7 +34,13 @@ import torch
 from ih_kedro.science.models import build_model, count_parameters, training_flops_per_token
 from ih_kedro.science.packed import PackedTokens
 from ih_kedro.science.runtime import configure_runtime
-from ih_kedro.science.training_data import DATA_VARIANTS, sample_batch, span_length_bounds
+from ih_kedro.science.training_data import (
+    DATA_VARIANTS,
+    VARIANT_CHECKS,
+    load_variant_providers,
+    sample_batch,
+    span_length_bounds,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -198,6 +204,7 @@ def validate_run_config(config: TrainingRunConfig, vocab_size: int, corpus_token
             f"train_tokens: the corpus has {corpus_tokens} tokens, fewer than one sequence of "
             f"context_length + 1 = {width}{where}"
         )
+    load_variant_providers()
     if config.data_variant not in DATA_VARIANTS:
         raise ValueError(
             f"{_param('data_variant')}: unknown data variant {config.data_variant!r}; choose "
@@ -221,6 +228,8 @@ def validate_run_config(config: TrainingRunConfig, vocab_size: int, corpus_token
                 f"training.span_max_fraction: a span of up to {high} tokens (source + copy) is "
                 f"longer than the context of {config.context_length} tokens{where}"
             )
+    if config.data_variant in VARIANT_CHECKS:
+        VARIANT_CHECKS[config.data_variant](config.variant_options, config.context_length)
     if not config.learning_rate > 0:
         raise ValueError(f"training.learning_rate: must be positive, got {config.learning_rate}")
     if config.warmup_steps < 0:

@@ -24,8 +24,14 @@ import torch
 # (model init uses the seed directly).
 _BATCH_STREAM = 0x1D_BA7C
 
-VariantFn = Callable[[np.ndarray, np.random.Generator, Mapping[str, Any]], np.ndarray]
-"""Edit ``windows`` (B, C+1) in place; return a bool mask (B, C+1) of the positions written."""
+VariantFn = Callable[[np.ndarray, np.random.Generator, Mapping[str, Any], int], np.ndarray]
+"""``fn(windows, rng, options, step)``: edit ``windows`` (B, C+1) in place; return a bool mask
+(B, C+1) of the positions written. ``step`` is the 0-based optimizer step (for schedules such as
+an annealed mix ratio); ``rng`` is already seeded by (seed, step)."""
+
+VariantCheck = Callable[[Mapping[str, Any], int], None]
+"""``check(options, context_length)``: raise ``ValueError`` naming the parameter when a variant's
+options cannot work (called before any training)."""
 
 
 @dataclass(frozen=True)
@@ -67,14 +73,14 @@ def span_length_bounds(
 
 
 def _natural(
-    windows: np.ndarray, rng: np.random.Generator, options: Mapping[str, Any]
+    windows: np.ndarray, rng: np.random.Generator, options: Mapping[str, Any], step: int = 0
 ) -> np.ndarray:
     """Natural text: no edits."""
     return np.zeros(windows.shape, dtype=bool)
 
 
 def _copy_spans(
-    windows: np.ndarray, rng: np.random.Generator, options: Mapping[str, Any]
+    windows: np.ndarray, rng: np.random.Generator, options: Mapping[str, Any], step: int = 0
 ) -> np.ndarray:
     """Copy one span per selected sequence from a random source to a random later offset.
 
@@ -121,6 +127,32 @@ DATA_VARIANTS: dict[str, VariantFn] = {
 }
 """Registry of data variants: name -> in-place window editor. Add Bi-Induct snippets here."""
 
+VARIANT_CHECKS: dict[str, VariantCheck] = {}
+"""Optional per-variant option checks, run by ``validate_run_config`` before training."""
+
+# Science modules that register further variants when imported (one line each). They are
+# imported on first use, so a fresh process (a Ray worker, a DeepSpeed rank) sees every variant.
+VARIANT_PROVIDERS: tuple[str, ...] = ()
+
+
+def load_variant_providers() -> None:
+    """Import every module of :data:`VARIANT_PROVIDERS` (each registers its variants)."""
+    import importlib
+
+    for module in VARIANT_PROVIDERS:
+        importlib.import_module(module)
+
+
+def register_variant(name: str, fn: VariantFn, check: VariantCheck | None = None) -> None:
+    """Add a data variant (and optionally its option check) to the registry.
+
+    Experiments that live in their own science modules (semi-natural or Markov sequences,
+    Bi-Induct snippets) register themselves here, so the training loop stays generic.
+    """
+    DATA_VARIANTS[name] = fn
+    if check is not None:
+        VARIANT_CHECKS[name] = check
+
 
 def batch_rng(seed: int, step: int) -> np.random.Generator:
     """The generator that draws step ``step``'s batch of a run seeded ``seed``."""
@@ -144,6 +176,8 @@ def sample_batch(
     depends on nothing but the arguments.
     """
     if data_variant not in DATA_VARIANTS:
+        load_variant_providers()
+    if data_variant not in DATA_VARIANTS:
         raise ValueError(
             f"training.data_variants: unknown data variant {data_variant!r}; "
             f"choose one of {sorted(DATA_VARIANTS)}"
@@ -162,7 +196,7 @@ def sample_batch(
     offsets = rng.integers(0, n_tokens - width + 1, size=batch_size)  # (B,)
     index = offsets[:, None] + np.arange(width)[None, :]  # (B, C+1)
     windows = np.asarray(tokens[index], dtype=np.int64)  # (B, C+1)
-    copied = DATA_VARIANTS[data_variant](windows, rng, variant_options or {})  # (B, C+1)
+    copied = DATA_VARIANTS[data_variant](windows, rng, variant_options or {}, step)  # (B, C+1)
     return Batch(tokens=torch.from_numpy(windows), copied=copied)
 
 
@@ -178,7 +212,11 @@ __all__ = [
     "DATA_VARIANTS",
     "Batch",
     "batch_rng",
+    "VARIANT_CHECKS",
+    "VARIANT_PROVIDERS",
     "expected_copied_fraction",
+    "load_variant_providers",
+    "register_variant",
     "sample_batch",
     "span_length_bounds",
 ]

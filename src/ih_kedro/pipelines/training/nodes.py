@@ -97,6 +97,43 @@ def run_name(
     return f"{preset}_B{batch_size}_C{context_length}_{variant}_s{seed}"
 
 
+def _variant_cells(params: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """The data-variant axis as ``(variant, label, options)`` triples.
+
+    Each entry of ``data_variants`` is either a variant name (options from
+    ``variant_options[<name>]``; for ``copy_spans`` also the top-level ``copy_rate`` /
+    ``span_min_fraction`` / ``span_max_fraction``) or a mapping
+    ``{variant: <name>, label: <short name for run names>, options: {...}}``, so an experiment can
+    sweep a variant's options (e.g. frequency x reliability) as cells of the grid.
+    """
+    per_variant = dict(params.get("variant_options") or {})
+    copy_rate = float(params.get("copy_rate", 1.0))
+    cells = []
+    for entry in _as_list(params, "data_variants"):
+        if isinstance(entry, Mapping):
+            if "variant" not in entry:
+                raise ValueError(f"training.data_variants: {dict(entry)!r} has no 'variant' key")
+            variant = str(entry["variant"])
+            options = {**dict(per_variant.get(variant) or {}), **dict(entry.get("options") or {})}
+            label = str(entry.get("label") or variant)
+        else:
+            variant = str(entry)
+            options = dict(per_variant.get(variant) or {})
+            label = variant
+        if variant == "copy_spans":
+            options = {
+                "copy_rate": copy_rate,
+                "span_min_fraction": float(params.get("span_min_fraction", 0.125)),
+                "span_max_fraction": float(params.get("span_max_fraction", 0.375)),
+                **options,
+            }
+            rate = float(options["copy_rate"])
+            if not isinstance(entry, Mapping) and rate != 1.0:
+                label = f"{variant}_r{rate:g}"
+        cells.append((variant, label, options))
+    return cells
+
+
 def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
     """One ``TrainingRunConfig`` per cell of presets × batch sizes × contexts × variants × seeds.
 
@@ -104,7 +141,6 @@ def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
     cell (held fixed across the sweep).
     """
     online = dict(params.get("online_emergence") or {})
-    copy_rate = float(params.get("copy_rate", 1.0))
     shared = {
         **_fields(params, _SHARED_FIELDS),
         **_fields(online, _ONLINE_FIELDS),
@@ -113,31 +149,26 @@ def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
         "deepspeed": dict(params.get("deepspeed") or {}),
     }
     configs = []
-    for preset, batch_size, context_length, data_variant, seed in itertools.product(
+    for preset, batch_size, context_length, (
+        data_variant,
+        label,
+        options,
+    ), seed in itertools.product(
         _as_list(params, "presets"),
         _as_list(params, "batch_sizes"),
         _as_list(params, "context_lengths"),
-        _as_list(params, "data_variants"),
+        _variant_cells(params),
         _as_list(params, "seeds"),
     ):
-        options: dict[str, Any] = {}
-        if data_variant == "copy_spans":
-            options = {
-                "copy_rate": copy_rate,
-                "span_min_fraction": float(params.get("span_min_fraction", 0.125)),
-                "span_max_fraction": float(params.get("span_max_fraction", 0.375)),
-            }
         configs.append(
             TrainingRunConfig(
-                run_name=run_name(
-                    str(preset), batch_size, context_length, data_variant, seed, copy_rate=copy_rate
-                ),
+                run_name=run_name(str(preset), batch_size, context_length, label, seed),
                 preset=preset,
                 batch_size=batch_size,
                 context_length=context_length,
                 seed=seed,
                 data_variant=data_variant,
-                variant_options=options,
+                variant_options=dict(options),
                 **shared,
             )
         )
