@@ -7,7 +7,7 @@ reproduced in isolation and a resumed run sees exactly the batches an uninterrup
 
 Data variants are registered in :data:`DATA_VARIANTS` (name -> function editing the windows in
 place and returning a mask of the positions it wrote). ``natural`` leaves text as it is;
-``copy_spans`` (CALIBRATION.md) copies one span of each selected sequence from a random source
+``copy_spans`` (docs/calibration.md) copies one span of each selected sequence from a random source
 offset to a random later offset. Bi-Induct snippets can be added as another entry.
 """
 
