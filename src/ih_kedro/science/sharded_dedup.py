@@ -71,6 +71,7 @@ from datatrove.utils.hashing import HashConfig
 from datatrove.utils.word_tokenizers import WordTokenizer
 
 from ih_kedro.science.corpus import (
+    DocumentSelection,
     IngestionStats,
     content_hash,
     held_out_score,
@@ -240,6 +241,20 @@ def plan_blocks(paths: Sequence[Path], tasks: int) -> list[tuple[int, int]]:
         bounds.append(max(bounds[-1], int(np.searchsorted(cum, total * t / tasks, "left"))))
     bounds.append(len(paths))
     return [(bounds[t], bounds[t + 1]) for t in range(tasks)]
+
+
+@dataclass
+class ShardedSelection(DocumentSelection):
+    """A :class:`DocumentSelection` that also knows the good documents of each shard file
+    (``documents_per_file``, in the stream's file order), so packing tasks can start at any
+    file: ordinal = documents of the files before + position in the file."""
+
+    documents_per_file: Sequence[int] = ()
+
+    def with_split(self, split, held_out_fraction: float) -> ShardedSelection:
+        return ShardedSelection(
+            self.stream, self.keep, split, held_out_fraction, list(self.documents_per_file)
+        )
 
 
 # --------------------------------------------------------------------------- datatrove blocks
@@ -643,6 +658,10 @@ def _finalize(
     stats = _merge_ingestion(summaries)["stats"]
     stats.check(max_bad_fraction, max_bad_fraction_name)
     counts = [s["documents"] for s in summaries]
+    per_file = [0] * len(paths)
+    for s in summaries:
+        for f, c in s["documents_per_file"].items():
+            per_file[int(f)] = int(c)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)  # (tasks + 1,)
     n = int(offsets[-1])
     keep = np.lib.format.open_memmap(work / "keep.npy", mode="w+", dtype=bool, shape=(n,))
@@ -725,7 +744,7 @@ def _finalize(
             ],
         },
         "parameters": parameters,
-        "ingestion": stats.as_dict(),
+        "ingestion": {**stats.as_dict(), "documents_per_file": per_file},
         "engine": {
             "name": "datatrove",
             "executor": settings.kind,

@@ -22,7 +22,12 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from ih_kedro.science.corpus import BadInputError, DocumentSelection, DocumentStream
-from ih_kedro.science.sharded_dedup import ExecutorSettings, sharded_deduplicate
+from ih_kedro.science.sharded_dedup import (
+    ExecutorSettings,
+    ShardedSelection,
+    sharded_deduplicate,
+)
+from ih_kedro.science.sharded_packing import ShardedPacking, sharded_packing_from_selection
 from ih_kedro.science.tokenization import (
     EOS_TOKEN,
     TokenChunks,
@@ -135,7 +140,8 @@ def deduplicate_documents(
         report["exact_duplicates"]["documents_removed"],
         report["near_duplicates"]["documents_removed"],
     )
-    return DocumentSelection(raw_documents, keep), report
+    per_file = report["ingestion"]["documents_per_file"]
+    return ShardedSelection(raw_documents, keep, documents_per_file=per_file), report
 
 
 def split_documents(
@@ -185,9 +191,13 @@ def train_tokenizer(train_documents: DocumentSelection, params: dict[str, Any]) 
 
 def pack_tokens(
     documents: DocumentSelection, tokenizer: Tokenizer, params: dict[str, Any]
-) -> TokenChunks:
-    """The documents tokenized and joined with EOS, as a lazy ``TokenChunks`` that the
-    ``PackedTokensDataset`` writes to ``tokens.bin`` while tokenizing (streaming).
+) -> ShardedPacking | TokenChunks:
+    """The documents tokenized and joined with EOS, written by ``PackedTokensDataset``.
+
+    For the deduplicated stream (a ``ShardedSelection``) this is a lazy ``ShardedPacking``:
+    encoding runs in parallel tasks (``executor``), one token shard per input shard file,
+    identical for any number of tasks. For any other selection, a lazy ``TokenChunks``
+    (one process, one ``tokens.bin``). Both stream: no corpus is held in memory.
 
     The metadata records the split, the held-out fraction, the corpus path and the
     tokenizer's vocabulary size.
@@ -204,11 +214,24 @@ def pack_tokens(
             "tokenizer": cfg.get("path") or "trained byte-level BPE",
         }
     }
+    batch_size = int(params.get("packing", {}).get("batch_size", 256))
+    if batch_size <= 0:
+        raise ValueError(f"data_engineering.packing.batch_size: must be positive, got {batch_size}")
+    if isinstance(documents, ShardedSelection):
+        return sharded_packing_from_selection(
+            documents,
+            tokenizer,
+            eos_token_id(tokenizer, eos),
+            batch_size,
+            ExecutorSettings.from_params(params.get("executor")),
+            meta,
+            documents.documents_per_file,
+        )
     return TokenChunks(
         texts=documents,
         tokenizer=tokenizer,
         eos_token_id=eos_token_id(tokenizer, eos),
         vocab_size=tokenizer.get_vocab_size(),
-        batch_size=int(params.get("packing", {}).get("batch_size", 256)),
+        batch_size=batch_size,
         meta=meta,
     )
