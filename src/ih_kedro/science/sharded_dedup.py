@@ -49,6 +49,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,7 @@ _MAX_TASKS = 65_534  # exact dedup orders duplicates by priority = 65535 - rank 
 # --------------------------------------------------------------------------- parameters
 
 
+@lru_cache(maxsize=64)
 def lsh_bands(
     threshold: float, num_perm: int, false_negative_weight: float = 0.8
 ) -> tuple[int, int]:
@@ -299,7 +301,7 @@ class PileShardReader(PipelineStep):
             for index, doc in enumerate(iter_pile_documents(files, stats)):
                 f = file_index[doc.source]
                 per_file[f] += 1
-                key = int.from_bytes(content_hash(doc.text)[:8], "little")
+                key = int.from_bytes(content_hash(doc.text)[:8], "little") if self.record else 0
                 if fh is not None:
                     text_bytes = len(doc.text.encode("utf-8"))
                     rows[n_rows] = (f, doc.line, text_bytes, held_out_score(doc.text), key)
@@ -437,8 +439,6 @@ class VerifiedMinhashCluster(MinhashDedupCluster):
             for path in sorted(Path(self.input_folder.path).glob("*.dups")):
                 pairs = np.fromfile(path, dtype="<u4").reshape(-1, 4)  # (n_pairs, 4)
                 for f1, d1, f2, d2 in pairs.tolist():
-                    if d1 in exact_removed.get(f1, ()) or d2 in exact_removed.get(f2, ()):
-                        continue
                     ra, rb = find((f1, d1)), find((f2, d2))
                     if ra == rb:
                         continue
@@ -451,13 +451,25 @@ class VerifiedMinhashCluster(MinhashDedupCluster):
                     parent[max(ra, rb)] = min(ra, rb)
             self.stat_update("candidates_checked", value=checked)
             self.stat_update("pairs_verified", value=verified)
+            # Exact copies stay in the graph: stage 2 chains equal bands (a-b, b-c), so an exact
+            # copy may be the only link; it has its original's signature, so it joins nothing
+            # the original would not. Then they leave the clusters (counted as exact).
+            components: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+            for node in parent:
+                if node[1] not in exact_removed.get(node[0], ()):
+                    components[find(node)].append(node)
             removed: dict[int, set[int]] = {t: set(v) for t, v in exact_removed.items()}
             rows = []
-            for node in sorted(parent):
-                root = find(node)
-                rows.append((*node, *root))
-                if node != root:
-                    removed.setdefault(node[0], set()).add(node[1])
+            for members in components.values():
+                if len(members) < 2:
+                    continue
+                members.sort()
+                root = members[0]  # the lowest (task, index): the lowest ordinal
+                for node in members:
+                    rows.append((*node, *root))
+                    if node != root:
+                        removed.setdefault(node[0], set()).add(node[1])
+            rows.sort()
             out = Path(self.output_folder.path)
             out.mkdir(parents=True, exist_ok=True)
             for task, docs in removed.items():
