@@ -64,6 +64,30 @@ def test_kedro_under_a_launcher_is_refused(monkeypatch):
         RuntimeEnvironmentHooks().after_context_created(None)
 
 
+def test_a_dotted_params_override_changes_one_key_even_with_env_parameter_files(tmp_path):
+    """``--params=telemetry.external_checkpoints=/p`` with a parameter file in conf/local: the
+    project's settings merge key by key, so ``telemetry.probe`` survives (Kedro's default
+    replaced the whole ``telemetry`` mapping: ``KeyError: 'probe'``)."""
+    from kedro.config import OmegaConfigLoader
+
+    from ih_kedro.settings import CONFIG_LOADER_ARGS
+
+    root = Path(__file__).resolve().parents[1]
+    conf = tmp_path / "conf"
+    shutil.copytree(root / "conf" / "base", conf / "base")
+    (conf / "local").mkdir()
+    (conf / "local" / "parameters_law_fit.yml").write_text("law_fit: {telemetry: {batch_size: 4}}")
+    runtime = {"telemetry": {"external_checkpoints": "/p"}, "law_fit": {"training": {"seeds": [1]}}}
+    loader = OmegaConfigLoader(str(conf), runtime_params=runtime, **CONFIG_LOADER_ARGS)
+    params = loader["parameters"]
+    assert params["telemetry"]["external_checkpoints"] == "/p"
+    assert params["telemetry"]["probe"]["n_samples"] == 100
+    assert params["law_fit"]["training"]["seeds"] == [1]
+    assert params["law_fit"]["training"]["batch_sizes"] == [32, 128, 512]
+    assert params["law_fit"]["telemetry"]["batch_size"] == 4
+    assert params["law_fit"]["telemetry"]["probe"]["top_k"] == 500
+
+
 def test_predict_command(tmp_path):
     rng = np.random.default_rng(0)
     rows = [

@@ -76,7 +76,7 @@ def micro_project(tmp_path: Path, project_root: Path) -> Path:
 
 @pytest.fixture()
 def micro_params(micro_project: Path) -> dict:
-    """Write conf/local overrides (top-level keys replace base's) and return them."""
+    """Write conf/local overrides (merged key by key into base's) and return them."""
     base = micro_project / "conf" / "base"
     law_fit = yaml.safe_load((base / "parameters_law_fit.yml").read_text())[EXPERIMENT]
     data = yaml.safe_load((base / "parameters_data_engineering.yml").read_text())
