@@ -25,6 +25,8 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+	# Multi-rank equality and kill/resume (2 gloo ranks per job): slow, but CI runs them.
+	$(BIN)/python -m pytest -m slow tests/science/test_multirank.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
@@ -40,3 +42,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/deepspeed_overhead.py
 	$(BIN)/python benchmarks/dedup_throughput.py
 	$(BIN)/python benchmarks/telemetry_scoring.py
+	$(BIN)/python benchmarks/paper_projection.py

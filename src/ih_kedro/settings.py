@@ -16,4 +16,9 @@ CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
+    # Parameters of an env (conf/local, conf/paper) and `--params` overrides are merged key by
+    # key into conf/base. Kedro's default ("destructive") replaces whole top-level keys, and it
+    # applies --params to the env's files too, so with any parameter file in the env,
+    # `--params=telemetry.external_checkpoints=/p` replaced the whole `telemetry` mapping.
+    "merge_strategy": {"parameters": "soft"},
 }

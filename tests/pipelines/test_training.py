@@ -50,6 +50,7 @@ def tiny_params(**overrides) -> dict:
         "log_every": 2,
         "online_emergence": {"enabled": False},
         "deepspeed": {"zero_optimization": {"stage": 0}},
+        "executor": {"kind": "sequential"},
     }
     params.update(overrides)
     return params
@@ -76,8 +77,9 @@ def test_sweep_validates_every_cell_before_training(packed, tmp_path):
 def test_sweep_writes_manifest_and_nested_mlflow_runs(packed, tmp_path):
     store = CheckpointStore(tmp_path / "store")
     mlflow.set_experiment("training-pipeline-test")
-    with mlflow.start_run(run_name="parent") as parent:
-        manifest = train_sweep(packed, store, tiny_params())
+    with mlflow.start_run(run_name="parent") as parent:  # kedro-mlflow's run, in a test
+        # The default executor: one Ray task per run on a local Ray instance.
+        manifest = train_sweep(packed, store, tiny_params(executor={"kind": "ray"}))
     assert list(manifest.columns) == list(MANIFEST_COLUMNS)
     assert len(manifest) == 2
     assert set(manifest["stop_reason"]) == {"budget"}
@@ -99,6 +101,12 @@ def test_sweep_writes_manifest_and_nested_mlflow_runs(packed, tmp_path):
     again = train_sweep(packed, store, tiny_params(mlflow=False))
     assert set(again["stop_reason"]) == {"already_complete"}
     assert again["steps_trained"].tolist() == [6, 6]
+
+
+def test_sweep_rejects_a_batch_that_ranks_cannot_split(packed, tmp_path):
+    params = tiny_params(batch_sizes=[4, 6], executor={"kind": "sequential", "ranks_per_run": 4})
+    with pytest.raises(ValueError, match=r"batch size 6 .*ranks_per_run=4"):
+        train_sweep(packed, CheckpointStore(tmp_path), params)
 
 
 def test_online_evaluator_scores_a_model(packed):

@@ -2,9 +2,10 @@
 
 One code path for a laptop CPU and a GPU node: every run goes through
 ``deepspeed.initialize``. On CPU without the ``deepspeed`` launcher the process initialises a
-one-rank gloo group itself (once per process; every run of a sweep reuses it). Under the
-launcher (``deepspeed --num_gpus N -m ih_kedro run ...``) the environment already names the
-ranks and ZeRO / bf16 come from the DeepSpeed config dict in the parameters.
+one-rank gloo group itself (once per process; every run of a sweep reuses it). A multi-rank run
+is one job of the ``deepspeed`` launcher started by :mod:`ih_kedro.science.sweep`
+(``ranks_per_run``): its environment names the ranks, and ZeRO / bf16 come from the DeepSpeed
+config dict in the parameters.
 
 Determinism: the model's initialisation is seeded by the run seed, the batch of step ``s`` is a
 pure function of (seed, s) (:mod:`ih_kedro.science.training_data`), there is no dropout, and the
@@ -15,6 +16,7 @@ that was never interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -23,7 +25,7 @@ import re
 import shutil
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -513,10 +515,35 @@ def init_distributed() -> tuple[int, int]:
     from deepspeed.accelerator import get_accelerator
 
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
-    deepspeed.init_distributed(
-        dist_backend=get_accelerator().communication_backend_name(), verbose=False
-    )
+    with _no_shm_op_in_a_world_of_one(get_accelerator().device_name()):
+        deepspeed.init_distributed(
+            dist_backend=get_accelerator().communication_backend_name(), verbose=False
+        )
     return dist.get_rank(), dist.get_world_size()
+
+
+@contextlib.contextmanager
+def _no_shm_op_in_a_world_of_one(device_name: str) -> Iterator[None]:
+    """Skip DeepSpeed's CPU shared-memory all-reduce op when there is one rank.
+
+    On CPU, DeepSpeed JIT-compiles that op (a C++ build under a file lock in
+    ``~/.cache/torch_extensions``) when the first process group starts, even for a world of
+    one, which never communicates: every sweep worker would wait on that build. Ranks of a
+    multi-rank job still get it.
+    """
+    if device_name != "cpu" or os.environ.get("WORLD_SIZE", "1") != "1":
+        yield
+        return
+    import importlib
+
+    # The module itself: ``deepspeed.comm.torch`` as an attribute is the torch package.
+    ds_torch = importlib.import_module("deepspeed.comm.torch")
+    build = ds_torch.build_shm_op
+    ds_torch.build_shm_op = lambda: None
+    try:
+        yield
+    finally:
+        ds_torch.build_shm_op = build
 
 
 def deepspeed_config_for_run(

@@ -7,6 +7,7 @@ the ``sweep_manifest`` table; a rerun skips runs whose ``run_summary.json`` exis
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from collections.abc import Callable, Mapping
@@ -21,7 +22,6 @@ from ih_kedro.science.training import (
     MANIFEST_COLUMNS,
     CheckpointStore,
     TrainingRunConfig,
-    train_run,
     validate_run_config,
 )
 
@@ -218,33 +218,48 @@ def train_sweep(
 ) -> pd.DataFrame:
     """Train every cell of the sweep grid (resuming or skipping finished runs).
 
-    All configs are validated before the first step. Each run is an MLflow run nested under the
-    active run (``params["mlflow"]``, default on). Returns the ``sweep_manifest``: one row per
-    run with the columns of docs/architecture.md.
+    All configs are validated before the first step. ``params["executor"]`` says where the runs
+    execute (:class:`~ih_kedro.science.sweep.ExecutorConfig`: Ray tasks by default, or
+    ``kind: sequential`` in this process). Each run is an MLflow run nested under the active
+    run (``params["mlflow"]``, default on). Returns the ``sweep_manifest``: one row per run with
+    the columns of docs/architecture.md. Raises ``SweepFailedError`` naming the runs that
+    failed (after the others finished).
     """
+    from ih_kedro.science.sweep import ExecutorConfig, TrackingSpec, run_sweep
+
     configs = expand_grid(params)
     for config in configs:
         validate_run_config(config, train_tokens.vocab_size, len(train_tokens))
+    executor = ExecutorConfig.from_params(params.get("executor"))
+    for config in configs:
+        if config.batch_size % executor.ranks_per_run:
+            raise ValueError(
+                f"training.batch_sizes: batch size {config.batch_size} is not divisible by "
+                f"training.executor.ranks_per_run={executor.ranks_per_run}"
+            )
     online = dict(params.get("online_emergence") or {})
-    tracker = None
+    tracking = None
     if params.get("mlflow", True):
-        from ih_kedro.science.tracking import MlflowTracker
+        import mlflow
 
-        tracker = MlflowTracker()
-    evaluators: dict[int, Callable] = {}
-    rows = []
-    logger.info("training sweep: %d runs into %s", len(configs), checkpoint_store.root)
-    for index, config in enumerate(configs, start=1):
-        evaluate = None
-        if online.get("enabled", True):
-            if config.context_length not in evaluators:
-                evaluators[config.context_length] = make_online_evaluator(
-                    train_tokens, config.context_length, online
-                )
-            evaluate = evaluators[config.context_length]
-        logger.info("run %d/%d: %s", index, len(configs), config.run_name)
-        summary = train_run(config, train_tokens, checkpoint_store, tracker, evaluate)
-        rows.append({column: summary.get(column) for column in MANIFEST_COLUMNS})
+        from ih_kedro.science.tracking import absolute_tracking_uri
+
+        active = mlflow.active_run()
+        tracking = TrackingSpec(
+            absolute_tracking_uri(mlflow.get_tracking_uri()),
+            active.info.run_id if active is not None else None,
+        )
+    factory = None
+    if online.get("enabled", True):
+        factory = functools.partial(make_online_evaluator, options=online)
+    rows = run_sweep(
+        configs,
+        train_tokens,
+        checkpoint_store,
+        executor,
+        tracking=tracking,
+        evaluator_factory=factory,
+    )
     manifest = pd.DataFrame(rows, columns=list(MANIFEST_COLUMNS))
     manifest["online_emergence_step"] = manifest["online_emergence_step"].astype(float)
     return manifest
