@@ -21,6 +21,7 @@ from transformers import AutoConfig  # noqa: E402
 
 from ih_kedro.science.packed import PackedTokens  # noqa: E402
 from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint  # noqa: E402
+from ih_kedro.science.telemetry.emergence import validate_min_layers  # noqa: E402
 from ih_kedro.science.telemetry.probes import (  # noqa: E402
     REFERENCE_PROBE_LENGTH,
     ProbeSet,
@@ -267,6 +268,9 @@ def discover_external_checkpoints(params: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for run_dir, found in runs.items():
         config = AutoConfig.from_pretrained(str(found[0][1]))
+        n_layers = getattr(config, "n_layer", None) or getattr(config, "num_hidden_layers", None)
+        if n_layers:  # min_layer beyond the model fails here, before any scoring
+            validate_min_layers(int(n_layers), params)
         context = params.get("external_context_length") or getattr(
             config, "max_position_embeddings", getattr(config, "n_positions", 512)
         )

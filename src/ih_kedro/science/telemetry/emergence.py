@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -647,3 +648,41 @@ def detect_emergence_table(
         manifest = sweep_manifest[["run_name", *covariates]].drop_duplicates("run_name")
         table = table.merge(manifest, on="run_name", how="left", validate="many_to_one")
     return table.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Design checks before training
+# --------------------------------------------------------------------------------------------
+MODEL_LEVEL_METRICS = frozenset({"associative_recall", "repeated_loss_drop"})
+"""Metrics scored per model, not per head: ``min_layer`` does not apply to them."""
+
+
+def validate_min_layers(
+    n_layers: int,
+    telemetry: Mapping[str, Any] | None,
+    statistics: Mapping[str, Any] | None = None,
+    where: str = "",
+) -> None:
+    """Raise naming the parameter when a ``min_layer`` leaves no layer of an ``n_layers`` model.
+
+    Checked before any training (the project's hook runs it for every experiment in the
+    pipeline): ``telemetry.min_layer``, every head-level ``telemetry.emergence.metrics[i]
+    .min_layer`` and ``statistics.trajectory_min_layer``. ``where`` prefixes the parameter names
+    (e.g. ``law_fit.``).
+    """
+    checks: list[tuple[str, Any]] = []
+    telemetry = telemetry or {}
+    if "min_layer" in telemetry:
+        checks.append(("telemetry.min_layer", telemetry["min_layer"]))
+    metrics = (telemetry.get("emergence") or {}).get("metrics") or []
+    for index, spec in enumerate(metrics):
+        if spec.get("metric") not in MODEL_LEVEL_METRICS and "min_layer" in spec:
+            checks.append((f"telemetry.emergence.metrics[{index}].min_layer", spec["min_layer"]))
+    if statistics and "trajectory_min_layer" in statistics:
+        checks.append(("statistics.trajectory_min_layer", statistics["trajectory_min_layer"]))
+    for name, value in checks:
+        if not isinstance(value, int | np.integer) or not 0 <= int(value) < n_layers:
+            raise ValueError(
+                f"{where}{name}: {value!r} is not a layer of the model (it has {n_layers} "
+                f"layers: use 0..{n_layers - 1})"
+            )
