@@ -3,9 +3,11 @@ import pytest
 import torch
 
 from ih_kedro.science.models import build_model
+from ih_kedro.science.telemetry.instrumentation import output_projection_weights, value_weights
 from ih_kedro.science.telemetry.probes import make_probe_set, uniform_token_pool
 from ih_kedro.science.telemetry.scores import (
     icl_positions,
+    ov_copying_scores,
     prefix_matching_scores,
     prefix_matching_scores_per_sample,
     repeated_probe_scores,
@@ -25,7 +27,12 @@ def test_handset_model_scores(handset_model, handset_probes):
     assert scores["associative_recall"].mean() == 1.0
     assert scores["associative_recall_mean_rank"].mean() == 0.0
     assert scores["logit_attribution"].mean(0)[1, 0] > 0.99
-    assert scores["copying"].mean(0)[1, 0] > 0.99
+    assert scores["attended_logit_share"].mean(0)[1, 0] > 0.99
+    # Olsson's OV copying score: the induction head's OV circuit is a positive diagonal.
+    copying = ov_copying_scores(handset_model)
+    assert copying[1, 0] > 0.99
+    assert copying[0, 1] == 0.0 and copying[1, 1] == 0.0  # heads that write nothing
+    assert abs(copying[0, 0]) < 0.5  # the previous-token head writes PREV, which W_U ignores
     assert scores["direct_logit_attribution"].mean(0)[1, 0] > 10
     assert scores["repeated_loss_drop"].mean() > 5
 
@@ -108,3 +115,26 @@ def test_repeated_scores_reject_odd_probes(handset_model, handset_probes):
         prefix_matching_scores(handset_model, odd, batch_size=8)
     with pytest.raises(ValueError, match="even length"):
         repeated_probe_scores(handset_model, odd, batch_size=8)
+
+
+def _full_ov_copying(model, layer: int, head: int) -> float:
+    """The copying score from the full (V, V) OV circuit's eigenvalues (no cyclic shortcut)."""
+    w_e = model.get_input_embeddings().weight.double()  # (V, d)
+    w_u = model.get_output_embeddings().weight.double()  # (V, d)
+    w_v = value_weights(model)[layer][head].double()  # (d, dh)
+    w_o = output_projection_weights(model)[layer][head].double()  # (dh, d)
+    with torch.no_grad():
+        eigenvalues = torch.linalg.eigvals(w_e @ w_v @ w_o @ w_u.T)  # (V,)
+    return float(eigenvalues.real.sum() / eigenvalues.abs().sum())
+
+
+@pytest.mark.parametrize("preset", ["attn-only-2l-d64", "gpt2-tiny", "pythia-tiny", "llama-tiny"])
+def test_ov_copying_matches_the_full_vocabulary_circuit(preset):
+    model = build_model(preset, 40, 16, seed=1).eval()
+    scores = ov_copying_scores(model)  # (layers, heads)
+    assert scores.shape == (2, model.config.num_attention_heads)
+    for layer, head in [(0, 0), (1, model.config.num_attention_heads - 1)]:
+        assert float(scores[layer, head]) == pytest.approx(
+            _full_ov_copying(model, layer, head), abs=1e-6
+        )
+    assert torch.all(scores.abs() <= 1.0 + 1e-6)

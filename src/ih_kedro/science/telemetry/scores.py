@@ -20,10 +20,17 @@ second half ``[L, 2L)``:
 - **direct logit attribution** (DLA): ``o_h`` through the final norm (centred for LayerNorm,
   divided by the clean run's ``ln_final.hook_scale``, times ``gamma``) dotted with the
   target's unembedding, in logits (nats of unnormalised log-probability).
-- **copying**: the same centred/ReLU share as logit attribution, but for the token the head
-  *attends to most* rather than the target: does the head raise the logit of the token it
-  reads? In ``[0, 1]``; for an induction head the attended token is the target, so copying
-  equals logit attribution.
+- **attended logit share**: the same centred/ReLU share as logit attribution, but for the
+  token the head *attends to most* rather than the target: does the head raise the logit of
+  the token it reads, in-sample? In ``[0, 1]``; for an induction head the attended token is
+  the target, so it equals logit attribution. (It was called ``copying`` before; it is not
+  Olsson et al.'s copying score.)
+- **copying** (Olsson et al. 2022): the OV circuit's eigenvalue positivity, a property of the
+  weights alone: ``sum(lambda) / sum(|lambda|)`` over the eigenvalues of the head's full OV
+  circuit ``W_E W_V^h W_O^h W_U`` (vocab x vocab; norms left out, as in the paper), in
+  ``[-1, 1]``; 1 when every eigenvalue is positive (the head copies what it attends to).
+  Computed per head from the ``dh x dh`` matrix ``W_O^h W_U W_E W_V^h``, which has the same
+  non-zero eigenvalues.
 
 Per model: associative recall (share of second-half positions whose target ranks first over
 the full vocabulary, and the mean number of tokens ranked above it), repeated-half loss drop
@@ -53,13 +60,14 @@ from ih_kedro.science.telemetry.instrumentation import (
     norm_is_centering,
     norm_weight,
     output_projection_weights,
+    value_weights,
 )
 from ih_kedro.science.telemetry.probes import ProbeSet
 
 logger = logging.getLogger(__name__)
 
 PATTERN_METRICS = ("prefix_matching", "previous_token", "induction", "anti_induction")
-LOGIT_METRICS = ("logit_attribution", "direct_logit_attribution", "copying")
+LOGIT_METRICS = ("logit_attribution", "direct_logit_attribution", "attended_logit_share")
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -245,10 +253,31 @@ def _logit_batch_scores(
         out["logit_attribution"].append(_centred_share(boosts, slot).mean(1))  # (B, H)
         attended = pattern.argmax(-1).transpose(1, 2)  # (B, L, H) key positions
         attended_slot = attended % length  # in-sample slot of the attended token
-        out["copying"].append(_centred_share(boosts, attended_slot).mean(1))  # (B, H)
+        out["attended_logit_share"].append(_centred_share(boosts, attended_slot).mean(1))  # (B, H)
         dla = torch.einsum("bthd,btd->bth", head_out, u_target) / scale  # (B, L, H)
         out["direct_logit_attribution"].append(dla.mean(1))  # (B, H)
     return {m: torch.stack(v, dim=1) for m, v in out.items()}  # (B, layers, heads)
+
+
+@torch.no_grad()
+def ov_copying_scores(model: nn.Module) -> torch.Tensor:
+    """Olsson et al.'s copying score of every head, ``(layers, heads)`` in ``[-1, 1]``.
+
+    ``sum(lambda) / sum(|lambda|)`` over the eigenvalues of ``W_E W_V^h W_O^h W_U``
+    ``(V, V)``; the cyclic product ``W_O^h W_U W_E W_V^h`` ``(dh, dh)`` has the same non-zero
+    eigenvalues, so the V x V matrix is never built. Norms and biases are left out.
+    """
+    w_e = model.get_input_embeddings().weight.double()  # (V, d)
+    w_u = model.get_output_embeddings().weight.double()  # (V, d): logits = x @ w_u.T
+    round_trip = w_u.T @ w_e  # (d, d): unembed then embed
+    rows = []
+    for w_v, w_o in zip(value_weights(model), output_projection_weights(model), strict=True):
+        circuit = w_o.double() @ round_trip @ w_v.double()  # (H, dh, dh)
+        eigenvalues = torch.linalg.eigvals(circuit)  # (H, dh) complex
+        total = eigenvalues.abs().sum(-1)  # (H,)
+        share = eigenvalues.real.sum(-1) / total.clamp(min=1e-300)
+        rows.append(torch.where(total > 0, share, torch.zeros_like(share)).float())
+    return torch.stack(rows)  # (layers, heads)
 
 
 def _model_batch_scores(
@@ -454,6 +483,16 @@ def score_checkpoint(
                     {**base, "layer": layer, "head": head, "metric": metric, "value": value,
                      "sd": sd, "probe_source": source}
                 )  # fmt: skip
+
+    # Olsson et al.'s copying score: a property of the weights, one value per head (no sd).
+    copying = ov_copying_scores(model)  # (layers, heads)
+    for layer in range(copying.shape[0]):
+        for head in range(copying.shape[1]):
+            head_rows.append(
+                {**base, "layer": layer, "head": head, "metric": "copying",
+                 "value": float(copying[layer, head]), "sd": float("nan"),
+                 "probe_source": "weights"}
+            )  # fmt: skip
 
     def add_model(metric: str, values: torch.Tensor | float, probe_source: str) -> None:
         if isinstance(values, torch.Tensor):
