@@ -102,6 +102,12 @@ def test_score_checkpoint_rows_and_validation():
             "induction_top2pct_share"} <= metrics  # fmt: skip
     assert samples["associative_recall"].shape == (4,)
     assert icl_positions(512) == (49, 499)
+    assert icl_positions(64) == (5, 61) and icl_positions(32) == (4, 30)  # floor at index 4
+    with pytest.raises(ValueError, match="ICL score needs C >= 32"):
+        icl_positions(24)
+    short = score_checkpoint(model, probe_set, validation[:, :17], run_name="r")[1]
+    (icl,) = [r for r in short if r["metric"] == "icl_score"]
+    assert np.isnan(icl["value"]) and icl["probe_source"] == "not_applicable"
 
 
 def test_top_fraction_share():

@@ -111,7 +111,7 @@ def score_checkpoints(
     head_rows: list[dict[str, Any]] = []
     model_rows: list[dict[str, Any]] = []
     samples: dict[str, dict[str, np.ndarray]] = {}
-    n_validation = int(params.get("n_validation_sequences", 16))
+    n_validation = int(params.get("n_validation_sequences", 128))
     probe_length = sweep_probe_length(
         probe_set, params, [int(c) for c in sweep_manifest.get("context_length", [])]
     )

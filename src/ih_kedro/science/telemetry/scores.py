@@ -36,7 +36,9 @@ Per model: associative recall (share of second-half positions whose target ranks
 the full vocabulary, and the mean number of tokens ranked above it), repeated-half loss drop
 (mean loss on first-half targets minus second-half targets, nats), and on held-out natural text
 the ICL score (loss at a late token minus loss at an early token, Olsson et al.: 500 vs 50 at
-``C = 512``, scaled with ``C``), loss by position and the validation loss.
+``C = 512``, scaled with ``C``, the early token at index 4 or later; not applicable, NaN, below
+``C = 32``), loss by position and the validation loss. Its CI needs many sequences: the
+per-sequence sd is ~2.6 nats at C = 32, so the default scores 128 held-out sequences.
 
 Per-head values are means over probe samples; ``sd`` is the sd across probe samples.
 """
@@ -354,10 +356,26 @@ def associative_recall(
     }
 
 
+ICL_MIN_CONTEXT = 32
+"""Below this context the ICL score is not applicable (reported as NaN, ``not_applicable``)."""
+ICL_EARLY_FLOOR = 4
+"""The early position is never before this 0-based index (the 5th token)."""
+
+
 def icl_positions(context_length: int) -> tuple[int, int]:
-    """Early and late token positions of the ICL score, 0-based: 50 and 500 at ``C = 512``."""
-    early = max(0, min(context_length - 1, round(50 * context_length / 512) - 1))
-    late = max(0, min(context_length - 1, round(500 * context_length / 512) - 1))
+    """Early and late token positions of the ICL score, 0-based: 49 and 499 at ``C = 512``.
+
+    Olsson et al.'s 50th and 500th tokens, scaled with ``C``; the early position has a floor
+    (:data:`ICL_EARLY_FLOOR`) so that a short context does not compare the first few tokens,
+    whose loss is dominated by the missing context itself. Raises below
+    :data:`ICL_MIN_CONTEXT`.
+    """
+    if context_length < ICL_MIN_CONTEXT:
+        raise ValueError(
+            f"context_length: the ICL score needs C >= {ICL_MIN_CONTEXT}, got {context_length}"
+        )
+    early = max(ICL_EARLY_FLOOR, min(context_length - 1, round(50 * context_length / 512) - 1))
+    late = max(early + 1, min(context_length - 1, round(500 * context_length / 512) - 1))
     return early, late
 
 
@@ -524,7 +542,10 @@ def score_checkpoint(
             losses = loss_by_position(
                 model, validation_sequences, batch_size=max(1, batch_size // 4)
             )
-            add_model("icl_score", icl_score(losses), "validation")
+            if losses.shape[1] >= ICL_MIN_CONTEXT:
+                add_model("icl_score", icl_score(losses), "validation")
+            else:  # too short a context for early vs late tokens to mean in-context learning
+                add_model("icl_score", float("nan"), "not_applicable")
             add_model("validation_loss", losses.mean(1), "validation")
             for pos in _loss_positions(losses.shape[1]):
                 add_model(f"loss_pos_{pos + 1:05d}", losses[:, pos], "validation")
