@@ -247,3 +247,23 @@ def test_min_layer_beyond_the_model_names_the_spec_parameter():
     specs = [{"metric": "prefix_matching", "threshold": 0.4, "min_layer": 2, "n_bootstrap": 0}]
     with pytest.raises(ValueError, match=r"telemetry\.emergence\.metrics\[0\]\.min_layer"):
         detect_emergence_table(runs, None, specs)
+
+
+def test_bootstrap_ci_covers_with_noise_correlated_across_checkpoints():
+    # Each probe sample carries a persistent offset across all checkpoints (plus small
+    # independent noise): the per-checkpoint means move together, so S* varies more than
+    # independent noise suggests. Resampling whole probe samples keeps that correlation.
+    truth_curve = _log_logistic(STEPS, 800.0)
+    truth = threshold_crossing(STEPS, truth_curve, 0.4)
+    n_sim, hits, widths = 120, 0, []
+    for sim in range(n_sim):
+        rng = np.random.default_rng(1000 + sim)
+        offsets = rng.normal(0.0, 0.15, size=(1, 40))  # (1, n): per probe sample
+        noise = rng.normal(0.0, 0.05, size=(STEPS.size, 40))  # (K, n)
+        samples = truth_curve[:, None] + offsets + noise  # (K, n)
+        est = estimate_emergence(STEPS, STEPS, samples, threshold=0.4, n_bootstrap=200, seed=sim)
+        assert est.status == "emerged"
+        hits += est.ci_low <= truth <= est.ci_high
+        widths.append(est.ci_high - est.ci_low)
+    assert 0.88 <= hits / n_sim <= 0.99, hits
+    assert np.median(widths) > 50  # the correlated offsets make the CI wide (steps)
