@@ -38,6 +38,8 @@ MICRO_TRAINING = {
     "checkpoint_dense_until": 2,
     "log_every": 4,
     "online_emergence": {"eval_every": 6, "n_probes": 4},
+    # Spans short enough for C = 8 (the default's 4-8 tokens every 16 need C >= 16).
+    "variant_options": {"fixed_rate_copies": {"tokens_per_event": 8, "span_min": 2, "span_max": 3}},
 }
 MICRO_TELEMETRY = {
     "probe": {"n_samples": 4},
@@ -142,7 +144,17 @@ def test_law_fit_kedro_run_end_to_end(micro_project: Path, micro_params: dict) -
     # 12 steps of training: nothing emerges, and every run is reported as censored, not dropped.
     pm = emergence[(emergence["metric"] == "prefix_matching")]
     assert set(pm["run_name"]) == set(manifest["run_name"])
-    assert pm["censored"].all()
+    crossing = pm[pm["method"] == "threshold"]
+    assert (crossing["status"] == "censored").all() and crossing["censored"].all()
+    # Censored at the last checkpoint, with its tokens; one probe length for the sweep.
+    assert (crossing["step"] == 12).all() and (crossing["step"] == crossing["last_step"]).all()
+    assert (crossing["tokens"] == 12 * crossing["batch_size"] * crossing["context_length"]).all()
+    assert set(emergence["probe_length"]) == {4}
+    # fixed_rate_copies, one event every 8 tokens: C / 8 events per sequence, in the manifest.
+    events = dict(
+        zip(manifest["context_length"], manifest["copy_events_per_sequence"], strict=True)
+    )
+    assert events == {8: 1.0, 16: 2.0}
 
     reporting = data / "08_reporting" / EXPERIMENT
     summary = json.loads((reporting / "law_fit_summary.json").read_text())

@@ -18,6 +18,7 @@ from ih_kedro.pipelines.training.nodes import (
     expand_grid,
     make_online_evaluator,
     run_name,
+    sweep_probe_length,
     train_sweep,
 )
 from ih_kedro.science.models import build_model
@@ -116,8 +117,18 @@ def test_online_evaluator_scores_a_model(packed):
     model = build_model("attn-only-2l-d64", VOCAB, 16, seed=0).eval()
     with torch.no_grad():
         scores = evaluate(model)
+    assert scores.pop("probe_length") == 8.0  # min(50, C // 2) without a sweep length
     assert set(scores) == {"prefix_matching_best_layer1", "prefix_matching_best_layer0"}
     assert all(0.0 <= v <= 1.0 and not math.isnan(v) for v in scores.values())
+
+
+def test_sweep_probe_length_is_fixed_by_the_smallest_context():
+    params = {"context_lengths": [16, 32, 64], "online_emergence": {}}
+    assert sweep_probe_length(params) == 8
+    assert sweep_probe_length({**params, "context_lengths": [200, 400]}) == 50
+    assert sweep_probe_length({**params, "online_emergence": {"probe_length": 6}}) == 6
+    with pytest.raises(ValueError, match="online_emergence.probe_length"):
+        sweep_probe_length({**params, "online_emergence": {"probe_length": 9}})
 
 
 def test_checkpoint_store_dataset(tmp_path):

@@ -39,6 +39,7 @@ from ih_kedro.science.runtime import configure_runtime
 from ih_kedro.science.training_data import (
     DATA_VARIANTS,
     VARIANT_CHECKS,
+    count_copy_events,
     load_variant_providers,
     sample_batch,
     span_length_bounds,
@@ -58,6 +59,8 @@ MANIFEST_COLUMNS = (
     "seed",
     "data_variant",
     "copy_rate",
+    "copy_events_per_sequence",
+    "copied_token_fraction",
     "learning_rate",
     "max_steps",
     "steps_trained",
@@ -686,6 +689,8 @@ def train_run(
         "step": 0,
         "wall_seconds": 0.0,
         "copied_tokens": 0,
+        "copy_events": 0,
+        "sequences": 0,
         "batch_tokens": 0,
         "mlflow_run_id": None,
         "policy": policy.state_dict(),
@@ -772,6 +777,8 @@ def train_run(
             engine.step()
             step += 1
             state["copied_tokens"] += int(batch.copied.sum())
+            state["copy_events"] += count_copy_events(batch.copied)
+            state["sequences"] += batch.copied.shape[0]
             state["batch_tokens"] += batch.copied.size
             loss_sum += loss.detach()
             loss_count += 1
@@ -851,6 +858,9 @@ def train_run(
             "n_parameters": n_parameters,
             "copied_token_fraction": (
                 state["copied_tokens"] / state["batch_tokens"] if state["batch_tokens"] else 0.0
+            ),
+            "copy_events_per_sequence": (
+                state.get("copy_events", 0) / state["sequences"] if state.get("sequences") else 0.0
             ),
             "final_loss": state["last_loss"],
             "flops_per_token": flops_per_token,

@@ -178,15 +178,36 @@ def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
     return configs
 
 
+def sweep_probe_length(params: Mapping[str, Any]) -> int:
+    """The probe half-length ``L`` shared by every run of a sweep.
+
+    ``online_emergence.probe_length`` when set, else ``min(50, min(context_lengths) // 2)``: one
+    length for the whole grid, so the probe's difficulty and prefix-matching baseline do not
+    change with ``C`` (the term the law estimates). Raises naming the parameter when a run's
+    context cannot hold the probe twice.
+    """
+    contexts = [int(c) for c in _as_list(params, "context_lengths")]
+    online = dict(params.get("online_emergence") or {})
+    length = online.get("probe_length")
+    length = int(length) if length else min(50, min(contexts) // 2)
+    if length < 1 or 2 * length > min(contexts):
+        raise ValueError(
+            f"training.online_emergence.probe_length: {length} needs 1 <= 2 * L <= the smallest "
+            f"context length {min(contexts)}"
+        )
+    return length
+
+
 def make_online_evaluator(
     train_tokens: PackedTokens, context_length: int, options: Mapping[str, Any]
 ) -> Callable[[torch.nn.Module], dict[str, float]]:
     """Build ``evaluate(model)``: the best prefix-matching score of a head in layers ≥ 1.
 
-    Probes: ``n_probes`` sequences of ``L = min(50, C // 2)`` unique tokens (or
-    ``probe_length``) drawn from the ``token_pool_size`` most frequent training tokens, repeated
-    twice (docs/calibration.md). Returns ``{"prefix_matching_best_layer1", "prefix_matching_best_layer0"}``
-    (for a one-layer model the first is layer 0's best).
+    Probes: ``n_probes`` sequences of ``probe_length`` unique tokens (``train_sweep`` fills it
+    with :func:`sweep_probe_length`, one length for the whole sweep; absent: ``min(50, C // 2)``)
+    drawn from the ``token_pool_size`` most frequent training tokens, repeated twice
+    (docs/calibration.md). Returns ``{"prefix_matching_best_layer1", "prefix_matching_best_layer0",
+    "probe_length"}`` (for a one-layer model the first is layer 0's best).
     """
     from ih_kedro.science.telemetry.probes import frequent_token_pool, repeated_token_probes
     from ih_kedro.science.telemetry.scores import prefix_matching_scores
@@ -197,7 +218,12 @@ def make_online_evaluator(
         int(options.get("token_pool_size", 500)),
         exclude=(train_tokens.eos_token_id,),
     )
-    length = options.get("probe_length") or min(50, context_length // 2)
+    length = int(options.get("probe_length") or min(50, context_length // 2))
+    if 2 * length > context_length:
+        raise ValueError(
+            f"training.online_emergence.probe_length: 2 x {length} tokens exceed the context "
+            f"length {context_length}"
+        )
     probes = repeated_token_probes(
         int(options.get("n_probes", 64)), int(length), pool, int(options.get("probe_seed", 0))
     )  # (n, 2L)
@@ -208,6 +234,7 @@ def make_online_evaluator(
         return {
             ONLINE_METRIC: float(later.max()),
             "prefix_matching_best_layer0": float(scores[0].max()),
+            "probe_length": float(length),
         }
 
     return evaluate
@@ -237,7 +264,8 @@ def train_sweep(
                 f"training.batch_sizes: batch size {config.batch_size} is not divisible by "
                 f"training.executor.ranks_per_run={executor.ranks_per_run}"
             )
-    online = dict(params.get("online_emergence") or {})
+    online = {**dict(params.get("online_emergence") or {}),
+              "probe_length": sweep_probe_length(params)}  # fmt: skip
     tracking = None
     if params.get("mlflow", True):
         import mlflow
