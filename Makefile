@@ -33,8 +33,10 @@ lint: $(STAMP)
 viz: $(STAMP)
 	$(BIN)/kedro viz build
 
+MLFLOW_PORT ?= 5000
 mlflow-ui: $(STAMP)
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db
+	@echo "MLflow UI on http://127.0.0.1:$(MLFLOW_PORT) (loopback only; the runs of experiment ih_kedro)"
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port $(MLFLOW_PORT)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/deepspeed_overhead.py

@@ -8,9 +8,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from kedro.config import OmegaConfigLoader  # noqa: E402
 
-from ih_kedro.hooks import RuntimeEnvironmentHooks  # noqa: E402
+from ih_kedro.hooks import MlflowPresentationHooks, RuntimeEnvironmentHooks  # noqa: E402
 
-HOOKS = (RuntimeEnvironmentHooks(),)
+HOOKS = (RuntimeEnvironmentHooks(), MlflowPresentationHooks())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {

@@ -63,6 +63,43 @@ def flatten_params(params: Mapping[str, Any], prefix: str = "", sep: str = ".") 
     return flat
 
 
+#: ``mlflow.experimentKind`` value for model-training experiments: the MLflow UI (3.x) then opens
+#: the experiment on its runs, not on the GenAI overview (traces, judges).
+EXPERIMENT_KIND = "custom_model_development"
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+#: The tag the MLflow UI shows as a run's (or an experiment's) description.
+NOTE_TAG = "mlflow.note.content"
+
+
+def training_run_description(name: str, params: Mapping[str, Any]) -> str:
+    """The description (``mlflow.note.content``) of one training run, from its parameters."""
+    parts = [f"preset {params['preset']}" if isinstance(params.get("preset"), str) else None]
+    for key, label in (("batch_size", "B"), ("context_length", "C"), ("seed", "seed")):
+        if key in params:
+            parts.append(f"{label} = {params[key]}")
+    if params.get("data_variant"):
+        parts.append(f"data: {params['data_variant']}")
+    setting = ", ".join(p for p in parts if p)
+    return (
+        f"Training run {name} ({setting}), trained through DeepSpeed. Metrics by step: loss, "
+        "learning rate, tokens seen, FLOPs, the online prefix-matching score; the telemetry "
+        "stage adds every checkpoint's head scores (head.<metric>.L<layer>H<head>)."
+    )
+
+
+def describe_experiment(client: Any, experiment_id: str, description: str | None = None) -> None:
+    """Tag an experiment as model training (and give it a description) unless already set.
+
+    ``client`` is an ``mlflow.MlflowClient``. Experiments created before these tags existed get
+    them on their next run; a kind or description a user chose in the UI is kept.
+    """
+    tags = client.get_experiment(experiment_id).tags
+    if EXPERIMENT_KIND_TAG not in tags:
+        client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    if description and not tags.get(NOTE_TAG):
+        client.set_experiment_tag(experiment_id, NOTE_TAG, description)
+
+
 class MlflowTracker:
     """Record each training run as an MLflow run nested under the active run.
 
@@ -82,12 +119,14 @@ class MlflowTracker:
 
     @contextlib.contextmanager
     def run(self, name: str, params: Mapping[str, Any], run_id: str | None = None) -> Iterator[str]:
-        """Start (or resume ``run_id``) a nested run tagged with ``run_name`` and ``preset``."""
+        """Start (or resume ``run_id``) a nested run tagged with ``run_name``, ``preset`` and a
+        description (``mlflow.note.content``)."""
         mlflow = self._mlflow
         parent = mlflow.active_run()
         if parent is None and self.experiment_name and run_id is None:
-            mlflow.set_experiment(self.experiment_name)
-        tags = {"run_name": name}
+            experiment = mlflow.set_experiment(self.experiment_name)
+            describe_experiment(mlflow.MlflowClient(), experiment.experiment_id)
+        tags = {"run_name": name, NOTE_TAG: training_run_description(name, params)}
         if "preset" in params:
             tags["preset"] = str(params["preset"])
         with mlflow.start_run(
