@@ -35,7 +35,8 @@ viz: $(STAMP)
 
 MLFLOW_PORT ?= 5000
 mlflow-ui: $(STAMP)
-	@echo "MLflow UI on http://127.0.0.1:$(MLFLOW_PORT) (loopback only; the runs of experiment ih_kedro)"
+	@echo "MLflow UI, loopback only: http://127.0.0.1:$(MLFLOW_PORT)/#/experiments/1/runs?workflowType=machine_learning"
+	@echo "(experiment ih_kedro's training runs; expand a parent run for its nested runs)"
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port $(MLFLOW_PORT)
 
 bench: $(STAMP)
