@@ -83,7 +83,7 @@ def training_run_description(name: str, params: Mapping[str, Any]) -> str:
     return (
         f"Training run {name} ({setting}), trained through DeepSpeed. Metrics by step: loss, "
         "learning rate, tokens seen, FLOPs, the online prefix-matching score; the telemetry "
-        "stage adds every checkpoint's head scores (head.<metric>.L<layer>H<head>)."
+        "stage adds every checkpoint's head scores (e.g. head.prefix_matching.L1H0)."
     )
 
 
