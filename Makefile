@@ -35,8 +35,11 @@ lint: $(STAMP)
 viz: $(STAMP)
 	$(BIN)/kedro viz build
 
+MLFLOW_PORT ?= 5000
 mlflow-ui: $(STAMP)
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db
+	@echo "MLflow UI, loopback only: http://127.0.0.1:$(MLFLOW_PORT)/#/experiments/1/runs?workflowType=machine_learning"
+	@echo "(experiment ih_kedro's training runs; expand a parent run for its nested runs)"
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port $(MLFLOW_PORT)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/deepspeed_overhead.py

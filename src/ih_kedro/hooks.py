@@ -1,4 +1,4 @@
-"""Kedro hooks: the runtime environment every pipeline expects."""
+"""Kedro hooks: the runtime environment every pipeline expects, and how MLflow presents a run."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from kedro.framework.hooks import hook_impl
 
 from ih_kedro.science.runtime import configure_runtime
+from ih_kedro.science.tracking import NOTE_TAG, describe_experiment
 
 logger = logging.getLogger(__name__)
 
@@ -75,3 +76,90 @@ class DesignValidationHooks:
         except Exception:  # noqa: BLE001 - a catalog without parameters has nothing to check
             return
         validate_experiment_designs(parameters, [node.name for node in pipeline.nodes])
+
+
+EXPERIMENT_DESCRIPTION = (
+    "ih-kedro: when and why induction heads form. Each parent run is one `kedro run` (its "
+    "parameters, the emergence law's numbers as metrics, the figures and the fit table as "
+    "artifacts); the nested runs under it are its training runs (loss, learning rate, online "
+    "prefix-matching score, per-checkpoint head scores)."
+)
+
+
+def kedro_run_description(pipeline_names: list[str] | None, env: str | None) -> str:
+    """The description (``mlflow.note.content``) of the parent run of one ``kedro run``."""
+    name = ",".join(pipeline_names or ["__default__"])
+    return (
+        f"`kedro run --pipeline={name}` (conf env: {env or 'local'}). Nested runs: one per "
+        "training run of the sweep (expand the parent in the runs table). Metrics here: the "
+        "fitted emergence law S* = T / (B^a C^b) (law.a.estimate, law.b.estimate, ...). "
+        "Artifacts: <experiment>/figures/*.png and <experiment>/law_fit_table.csv."
+    )
+
+
+class MlflowPresentationHooks:
+    """Make the MLflow UI open on the training runs and say what each run is.
+
+    Runs after kedro-mlflow's own ``before_pipeline_run`` (``trylast``), which opens the run.
+    While a run is active, every figure a node saves and every fit table/summary is attached to
+    it as an artifact under ``<namespace>/`` (``law_fit/figures/ps_trajectories_plot.png``,
+    ``law_fit/law_fit_table.csv``), so the parent run shows the results next to its numbers.
+    """
+
+    @hook_impl(trylast=True)
+    def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:  # noqa: ANN001
+        import mlflow
+
+        active = mlflow.active_run()
+        if active is None:
+            return
+        describe_experiment(
+            mlflow.MlflowClient(), active.info.experiment_id, EXPERIMENT_DESCRIPTION
+        )
+        if not active.data.tags.get(NOTE_TAG):
+            mlflow.set_tag(
+                NOTE_TAG,
+                kedro_run_description(
+                    run_params.get("pipeline_names")
+                    or ([run_params["pipeline_name"]] if run_params.get("pipeline_name") else None),
+                    run_params.get("env"),
+                ),
+            )
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:  # noqa: ANN001
+        import mlflow
+
+        if mlflow.active_run() is None:
+            return
+        artifact = report_artifact_path(dataset_name, data)
+        if artifact is None:
+            return
+        if artifact.endswith(".png"):
+            mlflow.log_figure(data, artifact)
+        elif artifact.endswith(".csv"):
+            mlflow.log_text(data.to_csv(index=False), artifact)
+        else:
+            mlflow.log_dict(data, artifact)
+        logger.debug("MLflow: %s logged as artifact %s", dataset_name, artifact)
+
+
+#: Reporting datasets attached to the parent run besides figures: name -> file suffix.
+REPORT_TABLES = {"law_fit_table": ".csv", "law_fit_summary": ".json"}
+
+
+def report_artifact_path(dataset_name: str, data: Any) -> str | None:
+    """Where a saved dataset goes in the run's artifacts, or ``None`` if it is not a report.
+
+    Figures (any matplotlib ``Figure``) go to ``<namespace>/figures/<name>.png``; the fit table
+    and summary to ``<namespace>/<name>.csv|.json``; un-namespaced ones to the artifact root.
+    """
+    from matplotlib.figure import Figure
+
+    namespace, _, name = dataset_name.rpartition(".")
+    prefix = f"{namespace}/" if namespace else ""
+    if isinstance(data, Figure):
+        return f"{prefix}figures/{name}.png"
+    if name in REPORT_TABLES:
+        return f"{prefix}{name}{REPORT_TABLES[name]}"
+    return None

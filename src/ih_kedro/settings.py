@@ -8,9 +8,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from kedro.config import OmegaConfigLoader  # noqa: E402
 
-from ih_kedro.hooks import DesignValidationHooks, RuntimeEnvironmentHooks  # noqa: E402
+from ih_kedro.hooks import (  # noqa: E402
+    DesignValidationHooks,
+    MlflowPresentationHooks,
+    RuntimeEnvironmentHooks,
+)
 
-HOOKS = (RuntimeEnvironmentHooks(), DesignValidationHooks())
+HOOKS = (RuntimeEnvironmentHooks(), DesignValidationHooks(), MlflowPresentationHooks())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {

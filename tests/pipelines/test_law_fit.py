@@ -163,8 +163,33 @@ def test_law_fit_kedro_run_end_to_end(micro_project: Path, micro_params: dict) -
     assert any(reporting.glob("*.png"))
     assert (data / "08_reporting" / "dedup_report.json").exists()
 
-    mlflow.set_tracking_uri(f"sqlite:///{micro_project / 'mlflow.db'}")
-    runs = mlflow.search_runs(search_all_experiments=True)
-    nested = runs[runs["tags.mlflow.parentRunId"].notna()]
-    assert len(nested) >= len(manifest)
-    assert "metrics.loss" in runs.columns
+    client = mlflow.MlflowClient(tracking_uri=f"sqlite:///{micro_project / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("ih_kedro")
+    # The UI opens a model-training experiment on its runs (not the GenAI overview).
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert experiment.tags["mlflow.note.content"].startswith("ih-kedro: when and why")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    nested = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1 and len(nested) == len(manifest)
+    parent = parents[0]
+    assert parent.data.tags["mlflow.note.content"].startswith("`kedro run --pipeline=law_fit`")
+    assert {r.data.tags["mlflow.parentRunId"] for r in nested} == {parent.info.run_id}
+    assert all("loss" in r.data.metrics for r in nested)
+    for run in nested:
+        note = run.data.tags["mlflow.note.content"]
+        assert note.startswith(f"Training run {run.data.tags['run_name']} (preset ")
+    # Figures and the fit table are the parent's artifacts, next to its law.* metrics.
+    artifacts = {f.path for f in client.list_artifacts(parent.info.run_id, EXPERIMENT)}
+    assert {f"{EXPERIMENT}/law_fit_table.csv", f"{EXPERIMENT}/law_fit_summary.json"} <= artifacts
+    figures = {f.path for f in client.list_artifacts(parent.info.run_id, f"{EXPERIMENT}/figures")}
+    assert {
+        f"{EXPERIMENT}/figures/{name}.png"
+        for name in (
+            "ps_trajectories_plot",
+            "law_predicted_vs_observed_plot",
+            "law_residuals_plot",
+            "telemetry_prefix_matching_plot",
+            "telemetry_head_heatmaps",
+        )
+    } <= figures

@@ -101,6 +101,43 @@ def absolute_tracking_uri(uri: str) -> str:
     return uri
 
 
+#: ``mlflow.experimentKind`` value for model-training experiments: the MLflow UI (3.x) then opens
+#: the experiment on its runs, not on the GenAI overview (traces, judges).
+EXPERIMENT_KIND = "custom_model_development"
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+#: The tag the MLflow UI shows as a run's (or an experiment's) description.
+NOTE_TAG = "mlflow.note.content"
+
+
+def training_run_description(name: str, params: Mapping[str, Any]) -> str:
+    """The description (``mlflow.note.content``) of one training run, from its parameters."""
+    parts = [f"preset {params['preset']}" if isinstance(params.get("preset"), str) else None]
+    for key, label in (("batch_size", "B"), ("context_length", "C"), ("seed", "seed")):
+        if key in params:
+            parts.append(f"{label} = {params[key]}")
+    if params.get("data_variant"):
+        parts.append(f"data: {params['data_variant']}")
+    setting = ", ".join(p for p in parts if p)
+    return (
+        f"Training run {name} ({setting}), trained through DeepSpeed. Metrics by step: loss, "
+        "learning rate, tokens seen, FLOPs, the online prefix-matching score; the telemetry "
+        "stage adds every checkpoint's head scores (e.g. head.prefix_matching.L1H0)."
+    )
+
+
+def describe_experiment(client: Any, experiment_id: str, description: str | None = None) -> None:
+    """Tag an experiment as model training (and give it a description) unless already set.
+
+    ``client`` is an ``mlflow.MlflowClient``. Experiments created before these tags existed get
+    them on their next run; a kind or description a user chose in the UI is kept.
+    """
+    tags = client.get_experiment(experiment_id).tags
+    if EXPERIMENT_KIND_TAG not in tags:
+        client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    if description and not tags.get(NOTE_TAG):
+        client.set_experiment_tag(experiment_id, NOTE_TAG, description)
+
+
 class MlflowTracker:
     """Record each training run as an MLflow run nested under a parent run.
 
@@ -151,7 +188,9 @@ class MlflowTracker:
         found = retry_locked(lambda: self.client.get_experiment_by_name(name))
         if found is not None:
             return found.experiment_id
-        return retry_locked(lambda: self.client.create_experiment(name))
+        experiment_id = retry_locked(lambda: self.client.create_experiment(name))
+        describe_experiment(self.client, experiment_id)
+        return experiment_id
 
     @contextlib.contextmanager
     def run(self, name: str, params: Mapping[str, Any], run_id: str | None = None) -> Iterator[str]:
@@ -166,7 +205,11 @@ class MlflowTracker:
         client = self.client
         parent_id, parent_experiment = self._parent()
         if run_id is None:
-            tags = {"run_name": name, "mlflow.runName": name}
+            tags = {
+                "run_name": name,
+                "mlflow.runName": name,
+                NOTE_TAG: training_run_description(name, params),
+            }
             if "preset" in params:
                 tags["preset"] = str(params["preset"])
             if parent_id is not None:
