@@ -94,6 +94,12 @@ class BigramModel:
     ``counts`` are the raw bigram counts (before smoothing) for reference.
     """
 
+    def variant_options(self) -> dict[str, str]:
+        """Small, serialisable options that let a training run read this model from its file."""
+        if not self.path:
+            raise ValueError("bigram model: it has no file path (save it, then load it)")
+        return {"model_path": self.path, "model_checksum": self.checksum()}
+
     transition: np.ndarray  # (V, V) float64
     initial: np.ndarray  # (V,) float64
     token_ids: np.ndarray  # (V,) int64
@@ -101,6 +107,7 @@ class BigramModel:
     smoothing: float
     other_bucket: bool
     vocab_size: int  # the tokenizer's vocabulary (token_ids < vocab_size)
+    path: str | None = None  # the file it was loaded from (not part of the model or checksum)
 
     @property
     def n_states(self) -> int:
@@ -138,6 +145,7 @@ class BigramModel:
             raise FileNotFoundError(f"bigram model: no file at {path}")
         with np.load(path) as data:
             return cls(
+                path=str(path.resolve()),
                 transition=data["transition"],
                 initial=data["initial"],
                 token_ids=data["token_ids"],
@@ -274,6 +282,57 @@ def _draw_unused(
     return np.minimum(index, weights.shape[1] - 1)
 
 
+def transition_cdf(transition: np.ndarray) -> np.ndarray:
+    """Row CDFs of ``transition`` laid out for one flat ``searchsorted`` (see ``_draw_fresh``).
+
+    Returns (V * V,) float64: entry ``i * V + j`` is ``i + CDF_i(j)`` (rows with no mass are
+    uniform). Precompute it once per process for a fixed process (the training variant caches
+    it per model file) and pass it to :func:`generate_repetition_sequences` as ``row_cdf``.
+    """
+    transition = np.asarray(transition, dtype=np.float64)
+    n_states = transition.shape[0]
+    totals = transition.sum(axis=1, keepdims=True)  # (V, 1)
+    rows = np.where(totals > 0, transition / np.where(totals > 0, totals, 1.0), 1.0 / n_states)
+    cdf = np.cumsum(rows, axis=1)  # (V, V)
+    cdf[:, -1] = 1.0
+    return (cdf + np.arange(n_states)[:, None]).ravel()  # (V*V,)
+
+
+_REJECTION_ROUNDS = 8
+
+
+def _draw_fresh(
+    transition: np.ndarray,
+    row_cdf: np.ndarray,
+    prev: np.ndarray,
+    used: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray:  # (m,) state ids
+    """Draw from ``transition[prev]`` restricted to unused states (exact rejection sampling).
+
+    Each round draws every pending row from its full row by one flat ``searchsorted``
+    (O(log V) per row) and keeps the draws that hit an unused state; rows still pending after
+    a few rounds (most of their mass on used states) take the masked inverse-CDF draw.
+    """
+    n_states = transition.shape[0]
+    out = np.empty(prev.shape[0], dtype=np.int64)
+    pending = np.arange(prev.shape[0])
+    for _ in range(_REJECTION_ROUNDS):
+        if pending.size == 0:
+            return out
+        u = 1.0 - rng.random(pending.size)  # (p,) in (0, 1]
+        flat = np.searchsorted(row_cdf, prev[pending] + u, side="left")  # (p,)
+        state = np.minimum(flat - prev[pending] * n_states, n_states - 1)
+        ok = ~used[pending, state]
+        out[pending[ok]] = state[ok]
+        pending = pending[~ok]
+    if pending.size:
+        out[pending] = _draw_unused(
+            transition[prev[pending]], used[pending], 1.0 - rng.random(pending.size)
+        )
+    return out
+
+
 def generate_repetition_sequences(
     transition: np.ndarray,
     initial: np.ndarray,
@@ -285,6 +344,7 @@ def generate_repetition_sequences(
     rng: np.random.Generator,
     *,
     return_copied: bool = False,
+    row_cdf: np.ndarray | None = None,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Draw ``n_sequences`` sequences of ``length`` tokens with the two repetition knobs.
 
@@ -302,6 +362,8 @@ def generate_repetition_sequences(
         rng: the NumPy generator (e.g. seeded by (seed, step)); the result depends on nothing
             else.
         return_copied: also return the (n, L) bool mask of the copied ``B`` positions.
+        row_cdf: :func:`transition_cdf` of ``transition``, if already computed (saves O(V^2)
+            per call when the same process generates many batches).
 
     Returns:
         (n, L) int64 token ids (and the copied mask when asked).
@@ -315,6 +377,10 @@ def generate_repetition_sequences(
     n, length, half = int(n_sequences), int(length), int(length) // 2
     if n <= 0:
         raise ValueError(f"n_sequences: must be positive, got {n_sequences}")
+    if row_cdf is None:
+        row_cdf = transition_cdf(transition)
+    elif row_cdf.shape != (n_states * n_states,):
+        raise ValueError(f"row_cdf: expected ({n_states * n_states},), got {row_cdf.shape}")
     rows = np.arange(n)  # (n,)
     states = np.zeros((n, length), dtype=np.int64)  # (n, L) state ids
     used = np.zeros((n, n_states), dtype=bool)  # (n, V)
@@ -332,10 +398,8 @@ def generate_repetition_sequences(
     place(0, rows, start)
     for t in range(1, length):
         prev = states[:, t - 1]  # (n,)
-        u_fresh = 1.0 - rng.random(n)  # (n,) every draw happens for every row: fixed layout
         u_reuse = rng.random(n)  # (n,)
         u_copy = rng.random(n)  # (n,)
-        u_pick = rng.random((n, max(half - 1, 1)))  # (n, h-1)
         value = np.empty(n, dtype=np.int64)
         fresh = np.ones(n, dtype=bool)
         is_reuse = np.zeros(n, dtype=bool)
@@ -360,13 +424,13 @@ def generate_repetition_sequences(
                     bad = (cands == prev_w[:, None]) | (
                         prev_repeat[:, None] & (cands == succ[:, None])
                     )  # (m, h-1)
-                    score = np.where(bad, -1.0, u_pick[who])  # (m, h-1)
+                    score = np.where(bad, -1.0, rng.random(bad.shape))  # (m, h-1)
                     value[who] = cands[np.arange(who.shape[0]), score.argmax(axis=1)]
                     fresh &= ~is_reuse
             copied[:, t] = copy
         if fresh.any():
             who = rows[fresh]
-            value[who] = _draw_unused(transition[prev[who]], used[who], u_fresh[who])
+            value[who] = _draw_fresh(transition, row_cdf, prev[who], used[who], rng)
         place(t, rows, value)
         reused = is_reuse
     tokens = token_ids[states]  # (n, L)
@@ -552,6 +616,11 @@ def _cached_model(path: str) -> BigramModel:
     return BigramModel.load(path)
 
 
+@functools.lru_cache(maxsize=8)
+def _cached_cdf(path: str) -> np.ndarray:
+    return transition_cdf(_cached_model(path).transition)
+
+
 def load_model(options: Mapping[str, Any]) -> BigramModel:
     """The bigram model named by a variant's ``model_path`` option (cached per process)."""
     path = options.get("model_path")
@@ -600,6 +669,7 @@ def semi_natural_variant(
         reliability,
         rng,
         return_copied=True,
+        row_cdf=_cached_cdf(str(Path(model.path).resolve())) if model.path else None,
     )  # (B, C+1), (B, C+1)
     windows[:] = tokens
     return copied
@@ -644,4 +714,5 @@ __all__ = [
     "load_model",
     "measure_repetition",
     "select_chunks_by_repetition",
+    "transition_cdf",
 ]

@@ -240,13 +240,38 @@ def make_online_evaluator(
     return evaluate
 
 
+def with_variant_data(
+    configs: list[TrainingRunConfig], variant_data: Mapping[str, Any] | None
+) -> list[TrainingRunConfig]:
+    """Add ``variant_data`` (options produced upstream, e.g. a saved model's path) to every run.
+
+    A cell's own options win over ``variant_data``. Values must be small and serialisable
+    (paths, checksums): configs travel to worker processes.
+    """
+    if not variant_data:
+        return configs
+    if not isinstance(variant_data, Mapping):
+        raise ValueError(
+            f"variant_data: expected a mapping of variant options, got {type(variant_data).__name__}"
+        )
+    for config in configs:
+        config.variant_options = {**dict(variant_data), **config.variant_options}
+    return configs
+
+
 def train_sweep(
-    train_tokens: PackedTokens, checkpoint_store: CheckpointStore, params: dict[str, Any]
+    train_tokens: PackedTokens,
+    checkpoint_store: CheckpointStore,
+    params: dict[str, Any],
+    variant_data: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Train every cell of the sweep grid (resuming or skipping finished runs).
 
-    All configs are validated before the first step. ``params["executor"]`` says where the runs
-    execute (:class:`~ih_kedro.science.sweep.ExecutorConfig`: Ray tasks by default, or
+    ``variant_data`` (optional input, see :func:`with_variant_data`) carries options that an
+    upstream node produced for the data variant, e.g. the path of a saved bigram model; it
+    makes that node a real dependency of the sweep. All configs are validated before the first
+    step. ``params["executor"]`` says where the runs execute
+    (:class:`~ih_kedro.science.sweep.ExecutorConfig`: Ray tasks by default, or
     ``kind: sequential`` in this process). Each run is an MLflow run nested under the active
     run (``params["mlflow"]``, default on). Returns the ``sweep_manifest``: one row per run with
     the columns of docs/architecture.md. Raises ``SweepFailedError`` naming the runs that
@@ -254,7 +279,7 @@ def train_sweep(
     """
     from ih_kedro.science.sweep import ExecutorConfig, TrackingSpec, run_sweep
 
-    configs = expand_grid(params)
+    configs = with_variant_data(expand_grid(params), variant_data)
     for config in configs:
         validate_run_config(config, train_tokens.vocab_size, len(train_tokens))
     executor = ExecutorConfig.from_params(params.get("executor"))
