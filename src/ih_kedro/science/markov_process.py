@@ -26,6 +26,7 @@ notebook can design and inspect processes directly.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field
@@ -156,10 +157,18 @@ class MarkovProcess:
     groups: np.ndarray  # (V,) int64 group of each state
     properties: dict[str, float] = field(default_factory=dict)
     token_ids: np.ndarray | None = None  # (V,) int64 token id of each state, once mapped
+    path: str | None = None  # the file it was loaded from (not part of the process)
 
     @property
     def vocab_size(self) -> int:
         return int(self.transition.shape[0])
+
+    def checksum(self) -> str:
+        """SHA-256 of the transition matrix and the token ids (what training reads)."""
+        digest = hashlib.sha256(np.ascontiguousarray(self.transition, dtype=np.float64).tobytes())
+        token_ids = self.token_ids if self.token_ids is not None else np.arange(self.vocab_size)
+        digest.update(np.ascontiguousarray(token_ids, dtype=np.int64).tobytes())
+        return digest.hexdigest()[:16]
 
     def save(self, path: str | Path) -> Path:
         """Write the process to one ``.npz`` file (arrays + spec and properties as JSON)."""
@@ -195,6 +204,7 @@ class MarkovProcess:
                 groups=np.asarray(data["groups"], dtype=np.int64),
                 properties=json.loads(str(data["properties"])),
                 token_ids=np.asarray(data["token_ids"], dtype=np.int64),
+                path=str(path.resolve()),
             )
 
 
