@@ -23,7 +23,18 @@ from ih_kedro.pipelines.data_engineering.nodes import (
     split_documents,
     train_tokenizer,
 )
-from ih_kedro.science.corpus import BadInputError, DocumentStream, is_held_out, kjv_documents
+from ih_kedro.science.corpus import (
+    BadInputError,
+    DocumentSelection,
+    DocumentStream,
+    is_held_out,
+    kjv_documents,
+)
+from ih_kedro.science.sharded_packing import (
+    ShardedPacking,
+    concatenated_sha256,
+    write_sharded_tokens,
+)
 from ih_kedro.science.tokenization import TokenChunks, write_packed_tokens
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -56,7 +67,7 @@ def corpus(tmp_path: Path) -> tuple[Path, list[str]]:
     return folder, texts
 
 
-def test_nodes_on_a_small_corpus(corpus, params: dict) -> None:
+def test_nodes_on_a_small_corpus(corpus, params: dict, tmp_path: Path) -> None:
     folder, texts = corpus
     stream = PileShardsDataset(path=str(folder)).load()
     dedup, report = deduplicate_documents(stream, params)
@@ -75,10 +86,25 @@ def test_nodes_on_a_small_corpus(corpus, params: dict) -> None:
     assert sum(1 for _ in val) == n_val
     tokenizer = train_tokenizer(train, params)
     assert tokenizer.get_vocab_size() == 384
-    chunks = pack_tokens(val, tokenizer, params)
-    assert isinstance(chunks, TokenChunks) and chunks.meta["source"]["split"] == "validation"
-    docs = [tokenizer.decode(c[:-1].tolist()) for c in chunks]
+    packing = pack_tokens(val, tokenizer, params)
+    assert isinstance(packing, ShardedPacking) and packing.meta["source"]["split"] == "validation"
+    packed = write_sharded_tokens(packing, tmp_path / "val")
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    tokens = np.asarray(packed.tokens)
+    docs = [
+        tokenizer.decode(d[:-1].tolist())
+        for d in np.split(tokens, np.flatnonzero(tokens == eos) + 1)[:-1]
+    ]
     assert docs == [t for t in all_texts if is_held_out(t, 0.2)]
+    # Any other selection packs in one process into one tokens.bin.
+    chunks = pack_tokens(
+        DocumentSelection(val.stream, val.keep, "validation", 0.2), tokenizer, params
+    )
+    assert isinstance(chunks, TokenChunks)
+    single = write_packed_tokens(chunks, tmp_path / "val1", 384, eos)
+    # Same tokens, same order: the shards concatenated hash as the single file does.
+    assert concatenated_sha256(packed) == single.checksum
+    assert packed.checksum != single.checksum  # sharded: the digest of the shard digests
 
 
 def test_bad_fraction_fails_the_run(corpus, params: dict) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 from kedro.io import AbstractDataset, DatasetError
 
 from ih_kedro.science.packed import PackedTokens
+from ih_kedro.science.sharded_packing import ShardedPacking, write_sharded_tokens
 from ih_kedro.science.tokenization import TokenChunks, read_packed_tokens, write_packed_tokens
 
 
@@ -17,9 +18,11 @@ class PackedTokensDataset(AbstractDataset[PackedTokens | TokenChunks, PackedToke
 
     ``load`` returns :class:`~ih_kedro.science.packed.PackedTokens` whose ``tokens`` is a
     read-only ``np.memmap``, after checking the SHA-256 recorded in ``meta.json`` (``verify``).
-    ``save`` accepts a ``PackedTokens`` or a lazy
-    :class:`~ih_kedro.science.tokenization.TokenChunks`, which is tokenized while it is
-    written, so packing streams. The folder is replaced atomically.
+    ``save`` accepts a ``PackedTokens``, a lazy
+    :class:`~ih_kedro.science.tokenization.TokenChunks` (tokenized while it is written, one
+    ``tokens.bin``) or a lazy :class:`~ih_kedro.science.sharded_packing.ShardedPacking`
+    (encoded in parallel tasks into token shards listed in ``meta.json``; loads as one
+    array). Packing streams either way. The folder is replaced atomically.
     """
 
     def __init__(
@@ -38,8 +41,10 @@ class PackedTokensDataset(AbstractDataset[PackedTokens | TokenChunks, PackedToke
     def load(self) -> PackedTokens:
         return read_packed_tokens(self._path, verify=self._verify)
 
-    def save(self, data: PackedTokens | TokenChunks) -> None:
-        if isinstance(data, TokenChunks):
+    def save(self, data: PackedTokens | TokenChunks | ShardedPacking) -> None:
+        if isinstance(data, ShardedPacking):
+            write_sharded_tokens(data, self._path)
+        elif isinstance(data, TokenChunks):
             write_packed_tokens(
                 data, self._path, data.vocab_size, data.eos_token_id, meta=data.meta
             )
@@ -62,7 +67,7 @@ class PackedTokensDataset(AbstractDataset[PackedTokens | TokenChunks, PackedToke
             )
 
     def _exists(self) -> bool:
-        return (self._path / "meta.json").is_file() and (self._path / "tokens.bin").is_file()
+        return (self._path / "meta.json").is_file()
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path), "verify": self._verify}

@@ -28,7 +28,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
-from ih_kedro.science.packed import PackedTokens
+from ih_kedro.science.packed import PackedTokens, ShardedTokenArray
 
 logger = logging.getLogger(__name__)
 
@@ -197,6 +197,52 @@ def _replace_folder(tmp: Path, folder: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def write_token_file(
+    chunks: Iterable[np.ndarray], path: str | os.PathLike, vocab_size: int
+) -> tuple[int, int, str]:
+    """Write token chunks to one raw little-endian file (:func:`token_dtype`), streaming
+    (buffered ~1M tokens at a time).
+
+    Returns:
+        ``(n_tokens, n_chunks, sha256 hex digest of the bytes written)``.
+    """
+    dtype = token_dtype(vocab_size)
+    sha = hashlib.sha256()
+    n_tokens = n_chunks = 0
+    buffer: list[np.ndarray] = []
+    buffered = 0
+    with Path(path).open("wb") as fh:
+
+        def flush() -> None:
+            nonlocal buffered
+            if not buffer:
+                return
+            data = np.concatenate(buffer)
+            if data.size and (data.min() < 0 or data.max() >= vocab_size):
+                raise ValueError(
+                    f"token ids must be in [0, {vocab_size}), got "
+                    f"[{int(data.min())}, {int(data.max())}]"
+                )
+            raw = data.astype(dtype.newbyteorder("<"), copy=False).tobytes()
+            sha.update(raw)
+            fh.write(raw)
+            buffer.clear()
+            buffered = 0
+
+        for chunk in chunks:
+            arr = np.asarray(chunk)
+            if arr.ndim != 1:
+                raise ValueError(f"token chunks must be 1-D, got shape {arr.shape}")
+            buffer.append(arr)
+            buffered += arr.size
+            n_tokens += arr.size
+            n_chunks += 1
+            if buffered >= _WRITE_BUFFER_TOKENS:
+                flush()
+        flush()
+    return n_tokens, n_chunks, sha.hexdigest()
+
+
 def write_packed_tokens(
     chunks: Iterable[np.ndarray],
     folder: str | os.PathLike,
@@ -229,39 +275,11 @@ def write_packed_tokens(
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = _atomic_folder(folder)
     try:
-        sha = hashlib.sha256()
-        n_tokens = n_chunks = 0
-        buffer: list[np.ndarray] = []
-        buffered = 0
-        with (tmp / TOKENS_FILE).open("wb") as fh:
-
-            def flush() -> None:
-                nonlocal buffered
-                if not buffer:
-                    return
-                data = np.concatenate(buffer)
-                if data.size and (data.min() < 0 or data.max() >= vocab_size):
-                    raise ValueError(
-                        f"token ids must be in [0, {vocab_size}), got "
-                        f"[{int(data.min())}, {int(data.max())}]"
-                    )
-                raw = data.astype(dtype.newbyteorder("<"), copy=False).tobytes()
-                sha.update(raw)
-                fh.write(raw)
-                buffer.clear()
-                buffered = 0
-
-            for chunk in tqdm(chunks, desc=f"pack {folder.name}", unit="doc", disable=None):
-                arr = np.asarray(chunk)
-                if arr.ndim != 1:
-                    raise ValueError(f"token chunks must be 1-D, got shape {arr.shape}")
-                buffer.append(arr)
-                buffered += arr.size
-                n_tokens += arr.size
-                n_chunks += 1
-                if buffered >= _WRITE_BUFFER_TOKENS:
-                    flush()
-            flush()
+        n_tokens, n_chunks, sha256 = write_token_file(
+            tqdm(chunks, desc=f"pack {folder.name}", unit="doc", disable=None),
+            tmp / TOKENS_FILE,
+            vocab_size,
+        )
         full_meta = {
             **(meta or {}),
             "format_version": FORMAT_VERSION,
@@ -269,7 +287,7 @@ def write_packed_tokens(
             "n_tokens": n_tokens,
             "vocab_size": int(vocab_size),
             "eos_token_id": int(eos_token_id),
-            "sha256": sha.hexdigest(),
+            "sha256": sha256,
             "n_documents": n_chunks if n_documents is None else int(n_documents),
         }
         (tmp / META_FILE).write_text(json.dumps(full_meta, indent=2, sort_keys=True) + "\n")
@@ -289,46 +307,82 @@ def _sha256_file(path: Path) -> str:
     return sha.hexdigest()
 
 
-def read_packed_tokens(folder: str | os.PathLike, verify: bool = True) -> PackedTokens:
-    """Open a packed corpus as :class:`PackedTokens` with a read-only ``np.memmap``.
+def shards_checksum(shard_digests: Sequence[str]) -> str:
+    """The checksum of a sharded corpus: SHA-256 of its shards' hex digests, one per line,
+    in order (so it is computed without re-reading the tokens)."""
+    return hashlib.sha256("".join(d + "\n" for d in shard_digests).encode()).hexdigest()
 
-    Args:
-        folder: A folder written by :func:`write_packed_tokens`.
-        verify: Recompute the SHA-256 of ``tokens.bin`` (one sequential read) and compare.
 
-    Raises:
-        FileNotFoundError: ``meta.json`` or ``tokens.bin`` is missing.
-        ChecksumError: The size or SHA-256 does not match ``meta.json``.
-    """
-    folder = Path(folder)
-    meta_path, bin_path = folder / META_FILE, folder / TOKENS_FILE
-    if not meta_path.is_file() or not bin_path.is_file():
-        raise FileNotFoundError(
-            f"{folder} is not a packed corpus (needs {META_FILE}, {TOKENS_FILE})"
-        )
-    meta = json.loads(meta_path.read_text())
-    dtype = np.dtype(meta["dtype"]).newbyteorder("<")
-    n_tokens = int(meta["n_tokens"])
+def _open_tokens(path: Path, dtype: np.dtype, n_tokens: int, sha256: str, verify: bool):
     expected_bytes = n_tokens * dtype.itemsize
-    actual_bytes = bin_path.stat().st_size
+    actual_bytes = path.stat().st_size if path.is_file() else -1
     if actual_bytes != expected_bytes:
         raise ChecksumError(
-            f"{bin_path}: {actual_bytes} bytes, meta.json says {n_tokens} {dtype.name} tokens "
-            f"({expected_bytes} bytes); the file is truncated or was replaced"
+            f"{path}: {actual_bytes} bytes, meta.json says {n_tokens} {dtype.name} tokens "
+            f"({expected_bytes} bytes); the file is missing, truncated or was replaced"
         )
     if verify:
-        actual = _sha256_file(bin_path)
-        if actual != meta["sha256"]:
+        actual = _sha256_file(path)
+        if actual != sha256:
             raise ChecksumError(
-                f"{bin_path}: SHA-256 {actual} does not match meta.json ({meta['sha256']}); "
+                f"{path}: SHA-256 {actual} does not match meta.json ({sha256}); "
                 "the token file is corrupt: re-run the data_engineering pipeline"
             )
     if n_tokens:
-        tokens = np.memmap(bin_path, dtype=dtype, mode="r", shape=(n_tokens,))
+        return np.memmap(path, dtype=dtype, mode="r", shape=(n_tokens,))
+    # np.memmap cannot map an empty file.
+    tokens = np.zeros(0, dtype=dtype)
+    tokens.flags.writeable = False
+    return tokens
+
+
+def read_packed_tokens(folder: str | os.PathLike, verify: bool = True) -> PackedTokens:
+    r"""Open a packed corpus as :class:`PackedTokens` with read-only ``np.memmap``\ s.
+
+    A single-file corpus (``tokens.bin``) gives one memmap; a sharded corpus (``meta.json``
+    lists ``shards``, written by :func:`~ih_kedro.science.sharded_packing.write_sharded_tokens`)
+    gives a :class:`~ih_kedro.science.packed.ShardedTokenArray` over the non-empty shards
+    (one shard: its memmap), never loaded whole.
+
+    Args:
+        folder: A folder written by :func:`write_packed_tokens` or the sharded writer.
+        verify: Recompute the SHA-256 of every token file (one sequential read) and compare.
+
+    Raises:
+        FileNotFoundError: ``meta.json`` or a token file is missing.
+        ChecksumError: A size or SHA-256 does not match ``meta.json``.
+    """
+    folder = Path(folder)
+    meta_path = folder / META_FILE
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{folder} is not a packed corpus (needs {META_FILE})")
+    meta = json.loads(meta_path.read_text())
+    dtype = np.dtype(meta["dtype"]).newbyteorder("<")
+    if "shards" in meta:
+        digests = [s["sha256"] for s in meta["shards"]]
+        if shards_checksum(digests) != meta["sha256"]:
+            raise ChecksumError(f"{meta_path}: the shard digests do not match its sha256")
+        if sum(int(s["n_tokens"]) for s in meta["shards"]) != int(meta["n_tokens"]):
+            raise ChecksumError(f"{meta_path}: the shards' n_tokens do not add up to n_tokens")
+        parts = [
+            _open_tokens(folder / s["file"], dtype, int(s["n_tokens"]), s["sha256"], verify)
+            for s in meta["shards"]
+        ]
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            tokens = np.zeros(0, dtype=dtype)
+            tokens.flags.writeable = False
+        elif len(parts) == 1:
+            tokens = parts[0]
+        else:
+            tokens = ShardedTokenArray(parts)
     else:
-        # np.memmap cannot map an empty file.
-        tokens = np.zeros(0, dtype=dtype)
-        tokens.flags.writeable = False
+        bin_path = folder / TOKENS_FILE
+        if not bin_path.is_file():
+            raise FileNotFoundError(
+                f"{folder} is not a packed corpus (needs {META_FILE}, {TOKENS_FILE})"
+            )
+        tokens = _open_tokens(bin_path, dtype, int(meta["n_tokens"]), meta["sha256"], verify)
     return PackedTokens(
         tokens=tokens,
         vocab_size=int(meta["vocab_size"]),

@@ -79,6 +79,8 @@ class MlflowTracker:
         if uri:
             mlflow.set_tracking_uri(uri)
         self.experiment_name = experiment_name
+        # Per metric, the last step the reopened run already holds (see ``run``).
+        self._logged_through: dict[str, int] = {}
 
     @contextlib.contextmanager
     def run(self, name: str, params: Mapping[str, Any], run_id: str | None = None) -> Iterator[str]:
@@ -99,12 +101,31 @@ class MlflowTracker:
         ) as active:
             if run_id is None:
                 mlflow.log_params(flatten_params(params))
+                self._logged_through = {}
             else:
                 logger.info("resuming MLflow run %s for %s", run_id, name)
+                self._logged_through = self._last_logged_steps(run_id)
             yield active.info.run_id
 
+    def _last_logged_steps(self, run_id: str) -> dict[str, int]:
+        """The last step of every metric of a reopened run.
+
+        A run resumed from its checkpoint at step ``k`` replays steps ``k+1 ...`` that the
+        interrupted process may have logged already; the replay is bitwise identical, so those
+        steps are not logged again (each step appears once in the run's history).
+        """
+        client = self._mlflow.tracking.MlflowClient()
+        keys = client.get_run(run_id).data.metrics
+        return {key: max(m.step for m in client.get_metric_history(run_id, key)) for key in keys}
+
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        self._mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=int(step))
+        new = {
+            k: float(v)
+            for k, v in metrics.items()
+            if int(step) > self._logged_through.get(k, -1)  # not already in a reopened run
+        }
+        if new:
+            self._mlflow.log_metrics(new, step=int(step))
 
     def log_artifact(self, path: str) -> None:
         self._mlflow.log_artifact(path)

@@ -7,7 +7,7 @@ reproduced in isolation and a resumed run sees exactly the batches an uninterrup
 
 Data variants are registered in :data:`DATA_VARIANTS` (name -> function editing the windows in
 place and returning a mask of the positions it wrote). ``natural`` leaves text as it is;
-``copy_spans`` (CALIBRATION.md) copies one span of each selected sequence from a random source
+``copy_spans`` (docs/calibration.md) copies one span of each selected sequence from a random source
 offset to a random later offset. Bi-Induct snippets can be added as another entry.
 """
 
@@ -132,7 +132,10 @@ VARIANT_CHECKS: dict[str, VariantCheck] = {}
 
 # Science modules that register further variants when imported (one line each). They are
 # imported on first use, so a fresh process (a Ray worker, a DeepSpeed rank) sees every variant.
-VARIANT_PROVIDERS: tuple[str, ...] = ("ih_kedro.science.markov_data",)
+VARIANT_PROVIDERS: tuple[str, ...] = (
+    "ih_kedro.science.semi_natural",
+    "ih_kedro.science.markov_data",
+)
 
 
 def load_variant_providers() -> None:

@@ -1,7 +1,9 @@
 """Nodes of the ``data_engineering`` pipeline: pure functions over lazy document streams.
 
-No file I/O happens here. ``raw_documents`` is a lazy ``DocumentStream`` (the catalog's
-``PileShardsDataset``); the nodes return lazy selections of it and a lazy ``TokenChunks``
+``raw_documents`` is a lazy ``DocumentStream`` (the catalog's ``PileShardsDataset``).
+Deduplication runs datatrove's sharded stages over its files (their intermediate files live in
+``work_dir``, a temporary folder by default); the nodes return lazy selections of the stream
+and a lazy ``TokenChunks``
 that ``PackedTokensDataset`` tokenizes while it writes, so no corpus is held in memory.
 The shards are read once per consumer: dedup, tokenizer training, and each packing. No pass
 can be dropped without holding documents in memory: a near-duplicate's keep decision can
@@ -12,17 +14,20 @@ exist before packing, and Kedro saves the two packed outputs one after the other
 from __future__ import annotations
 
 import logging
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer
 
-from ih_kedro.science.corpus import (
-    DocumentSelection,
-    DocumentStream,
-    deduplicate,
-    is_held_out,
+from ih_kedro.science.corpus import BadInputError, DocumentSelection, DocumentStream
+from ih_kedro.science.sharded_dedup import (
+    ExecutorSettings,
+    ShardedSelection,
+    sharded_deduplicate,
 )
+from ih_kedro.science.sharded_packing import ShardedPacking, sharded_packing_from_selection
 from ih_kedro.science.tokenization import (
     EOS_TOKEN,
     TokenChunks,
@@ -68,44 +73,55 @@ def _dedup_params(params: dict[str, Any]) -> dict[str, Any]:
 def deduplicate_documents(
     raw_documents: DocumentStream, params: dict[str, Any]
 ) -> tuple[DocumentSelection, dict[str, Any]]:
-    """Exact + MinHash-LSH near deduplication of the raw corpus, in one streaming pass.
+    """Exact + MinHash near deduplication of the raw corpus on datatrove's sharded stages.
+
+    Runs :func:`~ih_kedro.science.sharded_dedup.sharded_deduplicate` over the stream's shard
+    files with the executor of ``executor`` (local, one task per core, by default; Ray or
+    Slurm for a cluster). The ingestion counts of every task are merged into the report.
 
     Args:
         raw_documents: The shards, as a re-iterable ``DocumentStream``.
-        params: ``params:data_engineering`` (``dedup.*``, ``max_bad_fraction``,
-            ``held_out_fraction``).
+        params: ``params:data_engineering`` (``dedup.*``, ``executor.*``, ``work_dir``,
+            ``max_bad_fraction``, ``held_out_fraction``).
 
     Returns:
         ``(deduplicated_documents, dedup_report)``: a lazy selection of the kept documents
         (a ``keep`` mask by ordinal over the stream) and a JSON-ready report: documents and
         bytes in/out, exact duplicates, near-duplicate clusters, bad records by category,
-        the train/validation split sizes, and the parameters (MinHash seed included).
+        the train/validation split sizes, the parameters (MinHash seed included) and the
+        engine (executor, tasks, LSH bands, stage wall times).
 
     Raises:
         BadInputError: The share of bad records exceeds ``max_bad_fraction``.
     """
+    if not isinstance(raw_documents, DocumentStream):
+        raise TypeError(
+            f"raw_documents must be a DocumentStream (PileShardsDataset), got "
+            f"{type(raw_documents).__name__}"
+        )
     dedup = _dedup_params(params)
     fraction = _held_out_fraction(params)
-    held: list[bool] = []
-
-    def documents() -> Any:
-        for doc in raw_documents:
-            held.append(is_held_out(doc.text, fraction))
-            yield doc
-
-    keep, report = deduplicate(documents(), **dedup)
-    stats = raw_documents.stats if isinstance(raw_documents, DocumentStream) else None
-    if stats is not None:
-        report["ingestion"] = stats.as_dict()
-        stats.check(params.get("max_bad_fraction"), "data_engineering.max_bad_fraction")
-    held_mask = np.asarray(held, dtype=bool)
-    n_validation = int(np.count_nonzero(held_mask & keep))
-    report["split"] = {
-        "method": "md5(text) < held_out_fraction",
-        "held_out_fraction": fraction,
-        "train_documents": int(report["documents_out"] - n_validation),
-        "validation_documents": n_validation,
-    }
+    settings = ExecutorSettings.from_params(params.get("executor"))
+    work_dir = params.get("work_dir")
+    with tempfile.TemporaryDirectory(prefix="ih_dedup_") as tmp:
+        keep, report = sharded_deduplicate(
+            raw_documents.paths,
+            Path(work_dir) if work_dir else Path(tmp) / "work",
+            **dedup,
+            executor=settings,
+            held_out_fraction=fraction,
+            max_bad_fraction=params.get("max_bad_fraction"),
+            max_bad_fraction_name="data_engineering.max_bad_fraction",
+        )
+        if not work_dir:
+            keep = np.array(keep)  # the temporary folder goes away
+    if raw_documents.max_bad_fraction is not None:
+        if report["ingestion"]["bad_fraction"] > raw_documents.max_bad_fraction:
+            raise BadInputError(
+                f"max_bad_fraction: {report['ingestion']['bad_total']} bad records exceed the "
+                f"dataset's allowed {raw_documents.max_bad_fraction:.4%}"
+            )
+    n_validation = report["split"]["validation_documents"]
     if n_validation < MIN_VALIDATION_DOCUMENTS:
         logger.warning(
             "data_engineering.held_out_fraction=%g leaves %d validation documents of %d: too "
@@ -115,13 +131,17 @@ def deduplicate_documents(
             report["documents_out"],
         )
     logger.info(
-        "dedup: %d documents in, %d out (%d exact, %d near duplicates removed)",
+        "dedup (datatrove, %s executor, %d tasks): %d documents in, %d out (%d exact, %d near "
+        "duplicates removed)",
+        settings.kind,
+        report["engine"]["tasks"],
         report["documents_in"],
         report["documents_out"],
         report["exact_duplicates"]["documents_removed"],
         report["near_duplicates"]["documents_removed"],
     )
-    return DocumentSelection(raw_documents, keep), report
+    per_file = report["ingestion"]["documents_per_file"]
+    return ShardedSelection(raw_documents, keep, documents_per_file=per_file), report
 
 
 def split_documents(
@@ -171,9 +191,13 @@ def train_tokenizer(train_documents: DocumentSelection, params: dict[str, Any]) 
 
 def pack_tokens(
     documents: DocumentSelection, tokenizer: Tokenizer, params: dict[str, Any]
-) -> TokenChunks:
-    """The documents tokenized and joined with EOS, as a lazy ``TokenChunks`` that the
-    ``PackedTokensDataset`` writes to ``tokens.bin`` while tokenizing (streaming).
+) -> ShardedPacking | TokenChunks:
+    """The documents tokenized and joined with EOS, written by ``PackedTokensDataset``.
+
+    For the deduplicated stream (a ``ShardedSelection``) this is a lazy ``ShardedPacking``:
+    encoding runs in parallel tasks (``executor``), one token shard per input shard file,
+    identical for any number of tasks. For any other selection, a lazy ``TokenChunks``
+    (one process, one ``tokens.bin``). Both stream: no corpus is held in memory.
 
     The metadata records the split, the held-out fraction, the corpus path and the
     tokenizer's vocabulary size.
@@ -190,11 +214,24 @@ def pack_tokens(
             "tokenizer": cfg.get("path") or "trained byte-level BPE",
         }
     }
+    batch_size = int(params.get("packing", {}).get("batch_size", 256))
+    if batch_size <= 0:
+        raise ValueError(f"data_engineering.packing.batch_size: must be positive, got {batch_size}")
+    if isinstance(documents, ShardedSelection):
+        return sharded_packing_from_selection(
+            documents,
+            tokenizer,
+            eos_token_id(tokenizer, eos),
+            batch_size,
+            ExecutorSettings.from_params(params.get("executor")),
+            meta,
+            documents.documents_per_file,
+        )
     return TokenChunks(
         texts=documents,
         tokenizer=tokenizer,
         eos_token_id=eos_token_id(tokenizer, eos),
         vocab_size=tokenizer.get_vocab_size(),
-        batch_size=int(params.get("packing", {}).get("batch_size", 256)),
+        batch_size=batch_size,
         meta=meta,
     )

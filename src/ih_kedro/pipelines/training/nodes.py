@@ -185,7 +185,7 @@ def make_online_evaluator(
 
     Probes: ``n_probes`` sequences of ``L = min(50, C // 2)`` unique tokens (or
     ``probe_length``) drawn from the ``token_pool_size`` most frequent training tokens, repeated
-    twice (CALIBRATION.md). Returns ``{"prefix_matching_best_layer1", "prefix_matching_best_layer0"}``
+    twice (docs/calibration.md). Returns ``{"prefix_matching_best_layer1", "prefix_matching_best_layer0"}``
     (for a one-layer model the first is layer 0's best).
     """
     from ih_kedro.science.telemetry.probes import frequent_token_pool, repeated_token_probes
