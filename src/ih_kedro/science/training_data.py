@@ -231,7 +231,10 @@ VARIANT_CHECKS: dict[str, VariantCheck] = {"fixed_rate_copies": _check_fixed_rat
 
 # Science modules that register further variants when imported (one line each). They are
 # imported on first use, so a fresh process (a Ray worker, a DeepSpeed rank) sees every variant.
-VARIANT_PROVIDERS: tuple[str, ...] = ("ih_kedro.science.semi_natural",)
+VARIANT_PROVIDERS: tuple[str, ...] = (
+    "ih_kedro.science.semi_natural",
+    "ih_kedro.science.markov_data",
+)
 
 
 def load_variant_providers() -> None:
