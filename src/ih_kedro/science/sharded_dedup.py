@@ -593,11 +593,13 @@ def sharded_deduplicate(
     exact_config = ExactDedupConfig(content_getter=_document_text, hash_config=hash64)
     logs = work / "logs"
     walls: dict[str, float] = {}
+    spans: dict[str, list[float]] = {}
 
     def stage(name: str, pipeline: list, n: int) -> None:
-        t0 = time.perf_counter()
+        t0, start = time.perf_counter(), time.time()
         _run_stage(_executor(settings, pipeline, n, logs / name, name), settings)
         walls[name] = round(time.perf_counter() - t0, 3)
+        spans[name] = [start, time.time()]
 
     signature_steps: list = [
         PileShardReader(paths, str(work)),
@@ -645,7 +647,7 @@ def sharded_deduplicate(
         tasks,
     )
     return _finalize(
-        paths, work, tasks, settings, walls, bands, rows_per_band,
+        paths, work, tasks, settings, walls, spans, bands, rows_per_band,
         dict(num_perm=num_perm, threshold=threshold, shingle_size=shingle_size, seed=seed,
              false_negative_weight=false_negative_weight, near=near),
         max_examples, held_out_fraction, max_bad_fraction, max_bad_fraction_name,
@@ -658,6 +660,7 @@ def _finalize(
     tasks: int,
     settings: ExecutorSettings,
     walls: dict[str, float],
+    spans: dict[str, list[float]],
     bands: int,
     rows_per_band: int,
     parameters: dict[str, Any],
@@ -766,6 +769,7 @@ def _finalize(
             "lsh_rows": rows_per_band,
             "signature_values": bands * rows_per_band,
             "stage_wall_s": walls,
+            "stage_unix_time": spans,
         },
     }
     if held_out_fraction is not None:
