@@ -27,7 +27,7 @@ def main() -> None:
     p.add_argument("--pack-tokens-per-cpu-s", type=float, default=270e3)
     p.add_argument("--cores-per-node", type=int, default=32)
     p.add_argument("--pair-us", type=float, default=5.0, help="clustering: per candidate pair")
-    p.add_argument("--verify-us", type=float, default=20.0, help="clustering: per new link")
+    p.add_argument("--verify-us", type=float, default=0.0, help="clustering: per new link")
     p.add_argument("--process-mib", type=float, default=194.0, help="peak RSS of one task")
     args = p.parse_args()
 
