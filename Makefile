@@ -44,5 +44,6 @@ mlflow-ui: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/deepspeed_overhead.py
 	$(BIN)/python benchmarks/dedup_throughput.py
+	$(BIN)/python benchmarks/sharded_dedup.py
 	$(BIN)/python benchmarks/telemetry_scoring.py
 	$(BIN)/python benchmarks/paper_projection.py

@@ -180,3 +180,19 @@ def test_pipeline_runs_with_sequential_runner(corpus, params: dict, tmp_path: Pa
     expected = [t for t in ["a short extra document", *texts] if not is_held_out(t, 0.2)]
     assert [tokenizer.decode(d[:-1].tolist()) for d in docs] == expected
     assert train.sequences(64).shape[1] == 65
+
+
+@pytest.mark.slow
+def test_embedded_corpus_dedup_and_split_as_before(params: dict, tmp_path: Path) -> None:
+    """The default corpus: all 1,189 KJV chapters kept, no duplicate, the 2% MD5 split."""
+    params["held_out_fraction"] = 0.02
+    stream = PileShardsDataset(path=str(tmp_path / "raw"), embedded_corpus="kjv").load()
+    dedup, report = deduplicate_documents(stream, params)
+    assert report["documents_in"] == report["documents_out"] == 1189
+    assert report["exact_duplicates"]["documents_removed"] == 0
+    assert report["near_duplicates"]["documents_removed"] == 0
+    assert report["ingestion"]["documents_per_file"] == [300, 300, 300, 289]
+    assert report["split"]["validation_documents"] == 40
+    assert report["split"]["train_documents"] == 1149
+    assert sum(is_held_out(d["text"], 0.02) for d in kjv_documents()) == 40
+    assert np.asarray(dedup.keep).all()

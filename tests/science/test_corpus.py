@@ -17,13 +17,10 @@ from ih_kedro.science.corpus import (
     DocumentStream,
     IngestionStats,
     content_hash,
-    deduplicate,
-    exact_dedup,
     find_shards,
     is_held_out,
     iter_pile_documents,
     kjv_documents,
-    minhash_signature,
     shingles,
     write_embedded_corpus,
     write_pile_shards,
@@ -186,74 +183,16 @@ def test_embedded_corpus_goes_through_shard_ingestion(tmp_path: Path) -> None:
     assert stream.stats.n_bad == 0
 
 
-def test_exact_dedup_uses_normalised_text() -> None:
-    texts = ["Hello   World.", "hello world.", "Something else", "HELLO WORLD.\n"]
-    docs = list(_docs(texts))
-    kept, groups = exact_dedup(docs)
-    assert kept == [0, 2]
-    assert groups == {0: [1, 3]}
+def test_content_hash_uses_normalised_text() -> None:
+    assert (
+        content_hash("Hello   World.")
+        == content_hash("hello world.")
+        == content_hash("HELLO WORLD.\n")
+    )
     assert content_hash("a  b") == content_hash("A b")
     assert content_hash("a b") != content_hash("a b.")
-
-
-def _docs(texts: list[str]):
-    from ih_kedro.science.corpus import Document
-
-    for i, t in enumerate(texts):
-        yield Document(f"t.jsonl:{i + 1}", t, "T", "t.jsonl", i + 1, i)
-
-
-def test_minhash_estimates_jaccard() -> None:
-    rng = random.Random(0)
-    a = random_text(rng, 400)
-    words = a.split()
-    for i in range(0, 400, 40):  # 10 substitutions -> ~45 of 396 shingles change
-        words[i] = "zebra"
-    b = " ".join(words)
-    sa, sb = shingles(a), shingles(b)
-    true = len(sa & sb) / len(sa | sb)
-    est = minhash_signature(a).jaccard(minhash_signature(b))
-    assert 0.6 < true < 0.9
-    assert est == pytest.approx(true, abs=0.12)
-    assert minhash_signature(a, seed=1).jaccard(minhash_signature(a, seed=1)) == 1.0
-
-
-def test_deduplicate_finds_planted_near_and_exact_duplicates() -> None:
-    rng = random.Random(1)
-    base = [random_text(rng, 150) for _ in range(30)]
-    near = base[3].split()
-    for i in (10, 50, 90, 130):  # 4 words changed of 150: Jaccard ~0.88
-        near[i] = "xylophone"
-    texts = [*base, " ".join(near), base[7].upper(), base[3] + " coda"]
-    keep, report = deduplicate(_docs(texts), num_perm=128, threshold=0.7, seed=1)
-    assert keep.dtype == bool and keep.shape == (33,)
-    # 30 (near-dup of 3) removed, 31 (exact dup of 7) removed, 32 (3 + one word) near-dup.
-    assert np.flatnonzero(~keep).tolist() == [30, 31, 32]
-    assert report["documents_in"] == 33 and report["documents_out"] == 30
-    assert report["exact_duplicates"]["documents_removed"] == 1
-    assert report["exact_duplicates"]["examples"] == [
-        {"kept": "t.jsonl:8", "removed": ["t.jsonl:32"]}
-    ]
-    near_report = report["near_duplicates"]
-    assert near_report["clusters"] == 1 and near_report["documents_removed"] == 2
-    assert near_report["cluster_sizes"] == {"3": 1}
-    assert near_report["examples"][0] == {
-        "kept": "t.jsonl:4",
-        "removed": ["t.jsonl:31", "t.jsonl:33"],
-    }
-    assert report["parameters"]["seed"] == 1
-    # Exact only: the near duplicates stay.
-    keep_exact, rep2 = deduplicate(_docs(texts), near=False)
-    assert np.flatnonzero(~keep_exact).tolist() == [31]
-    assert rep2["near_duplicates"]["clusters"] == 0
-
-
-def test_distinct_documents_are_not_clustered() -> None:
-    rng = random.Random(2)
-    texts = [random_text(rng, 200) for _ in range(200)]
-    keep, report = deduplicate(_docs(texts))
-    assert keep.all()
-    assert report["near_duplicates"]["clusters"] == 0
+    assert shingles("one two three", 5) == {b"one two three"}
+    assert shingles("a b c d e f", 5) == {b"a b c d e", b"b c d e f"}
 
 
 def test_hash_split_is_stable_and_near_target() -> None:

@@ -172,12 +172,11 @@ def test_bad_fraction_is_checked_on_merged_counts(planted, tmp_path: Path) -> No
 
 
 def test_lsh_bands_match_datasketch() -> None:
+    # datasketch 2.0's MinHashLSH._optimal_param(threshold, perms, 1 - fnw, fnw), recorded.
     assert lsh_bands(0.7, 128, 0.8) == (18, 7)
-    # datasketch's MinHashLSH default weights (0.5, 0.5) at 0.5 / 128.
-    from datasketch.lsh import _optimal_param
-
-    for threshold, perms, fnw in [(0.5, 128, 0.5), (0.8, 256, 0.8), (0.7, 64, 0.9)]:
-        assert lsh_bands(threshold, perms, fnw) == _optimal_param(threshold, perms, 1 - fnw, fnw)
+    assert lsh_bands(0.5, 128, 0.5) == (25, 5)
+    assert lsh_bands(0.8, 256, 0.8) == (21, 12)
+    assert lsh_bands(0.7, 64, 0.9) == (12, 5)
     with pytest.raises(ValueError, match="dedup.threshold"):
         lsh_bands(1.2, 128)
 
@@ -212,3 +211,68 @@ def test_executor_settings(tmp_path: Path) -> None:
     assert executor.tasks == 512 and executor.partition == "cpu" and executor.time == "04:00:00"
     local = _executor(ExecutorSettings(tasks=4, workers=1), [], 4, tmp_path / "l", "x")
     assert type(local).__name__ == "LocalPipelineExecutor" and local.workers == 1
+
+
+WORDS = (
+    "river stone light garden window harbor silver market winter engine paper forest "
+    "candle bridge mirror village thunder basket orchard lantern meadow copper falcon "
+    "signal ladder marble canyon velvet compass glacier tunnel shadow beacon harvest"
+).split()
+
+
+def random_text(rng: random.Random, n_words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n_words))
+
+
+def test_signatures_estimate_jaccard() -> None:
+    from datatrove.utils.hashing import HashConfig
+
+    from ih_kedro.science.corpus import shingles
+    from ih_kedro.science.sharded_dedup import MinhashConfig, MinhashSignatures
+
+    rng = random.Random(0)
+    a = random_text(rng, 400)
+    words = a.split()
+    for i in range(0, 400, 40):  # 10 substitutions -> ~45 of 396 shingles change
+        words[i] = "zebra"
+    b = " ".join(words)
+    sa, sb = shingles(a), shingles(b)
+    true = len(sa & sb) / len(sa | sb)
+    config = MinhashConfig(5, 18, 7, 1, hash_config=HashConfig(precision=32, hash_fc="sha1"))
+    step = MinhashSignatures("unused", config, shingle_size=5)
+    sig_a = np.asarray(step.get_signature(step.get_shingles(a)))  # (18, 7)
+    sig_b = np.asarray(step.get_signature(step.get_shingles(b)))
+    assert sig_a.shape == (18, 7)
+    assert 0.6 < true < 0.9
+    assert float(np.mean(sig_a == sig_b)) == pytest.approx(true, abs=0.12)
+    assert np.array_equal(sig_a, np.asarray(step.get_signature(step.get_shingles(a.upper()))))
+
+
+def test_planted_copies_among_distinct_documents(tmp_path: Path) -> None:
+    rng = random.Random(1)
+    base = [random_text(rng, 150) for _ in range(30)]
+    near = base[3].split()
+    for i in (10, 50, 90, 130):  # 4 words changed of 150: Jaccard ~0.88
+        near[i] = "xylophone"
+    texts = [*base, " ".join(near), base[7].upper(), base[3] + " coda"]
+    texts += [random_text(rng, 200) for _ in range(200)]  # distinct: never clustered
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    keep, report = sharded_deduplicate(
+        [tmp_path / "t.jsonl"], tmp_path / "w", executor=ExecutorSettings(tasks=1)
+    )
+    # 30 (near-dup of 3) removed, 31 (exact dup of 7) removed, 32 (3 + one word) near-dup.
+    assert np.flatnonzero(~np.asarray(keep)).tolist() == [30, 31, 32]
+    assert report["documents_in"] == 233 and report["documents_out"] == 230
+    assert report["exact_duplicates"]["documents_removed"] == 1
+    assert report["exact_duplicates"]["examples"] == [
+        {"kept": "t.jsonl:8", "removed": ["t.jsonl:32"]}
+    ]
+    near_report = report["near_duplicates"]
+    assert near_report["clusters"] == 1 and near_report["documents_removed"] == 2
+    assert near_report["cluster_sizes"] == {"3": 1}
+    assert near_report["examples"][0] == {
+        "kept": "t.jsonl:4",
+        "removed": ["t.jsonl:31", "t.jsonl:33"],
+    }
+    assert report["parameters"]["seed"] == 1
+    assert report["engine"]["lsh_bands"] == 18 and report["engine"]["lsh_rows"] == 7
