@@ -132,7 +132,7 @@ VARIANT_CHECKS: dict[str, VariantCheck] = {}
 
 # Science modules that register further variants when imported (one line each). They are
 # imported on first use, so a fresh process (a Ray worker, a DeepSpeed rank) sees every variant.
-VARIANT_PROVIDERS: tuple[str, ...] = ()
+VARIANT_PROVIDERS: tuple[str, ...] = ("ih_kedro.science.snippets",)
 
 
 def load_variant_providers() -> None:
