@@ -33,13 +33,13 @@ MICRO_TRAINING = {
         "natural",
         {"variant": "bi_induct_snippets", "label": "balanced", "options": {"direction": "balanced"}},
     ],
-    "max_steps": 8,
+    "max_steps": 4,
     "warmup_steps": 1,
-    "checkpoint_every": 4,
+    "checkpoint_every": 2,
     "log_every": 2,
     "variant_options": {"bi_induct_snippets": {"sep_token_id": 1, "span_length": 5,
                                                "mix_ratio": 0.5, "anneal_fraction": 1.0}},
-    "online_emergence": {"eval_every": 4, "n_probes": 4},
+    "online_emergence": {"eval_every": 2, "n_probes": 4},
 }  # fmt: skip
 MICRO_TELEMETRY = {"probe": {"n_samples": 4}, "batch_size": 4, "n_validation_sequences": 2,
                    "emergence": {"n_bootstrap": 5}}  # fmt: skip
@@ -133,12 +133,12 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
     env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
     result = subprocess.run([sys.executable, "-m", "kedro", "run", "--pipeline=bi_induct"],
                             cwd=micro_project, env=env, capture_output=True, text=True,
-                            timeout=600, check=False)  # fmt: skip
+                            timeout=1800, check=False)  # fmt: skip
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     data = micro_project / "data"
     compute = pd.read_csv(data / "07_model_output" / EXPERIMENT / "compute_table.csv")
     assert sorted(compute["variant"]) == ["balanced", "natural"]
-    assert compute["tokens_seen"].nunique() == 1 and compute["tokens_seen"].iloc[0] == 8 * 4 * 48
+    assert compute["tokens_seen"].nunique() == 1 and compute["tokens_seen"].iloc[0] == 4 * 4 * 48
     assert compute["flops"].nunique() == 1
 
     table = pd.read_csv(data / "08_reporting" / EXPERIMENT / "results_table.csv")
@@ -152,7 +152,7 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
         "ablation_excess_icl_zero",
         "ablation_excess_probe_pattern_preserving",
     } <= metrics
-    # 8 steps form no induction heads: every ablation row is flagged, never reported as a finding.
+    # 4 steps form no induction heads: every ablation row is flagged, never reported as a finding.
     ablation = table[table["metric"].str.startswith("ablation_")]
     assert not ablation["estimable"].any()
     assert ablation["note"].str.contains("not estimable").all()
@@ -169,8 +169,8 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
     checkpoints = pd.read_parquet(
         data / "07_model_output" / EXPERIMENT / "checkpoint_metrics.parquet"
     )
-    # Every second checkpoint (0, 8 of 0, 4, 8); the last one always.
-    assert sorted(checkpoints["step"].unique()) == [0, 8]
+    # Every second checkpoint (0, 4 of 0, 2, 4); the last one always.
+    assert sorted(checkpoints["step"].unique()) == [0, 4]
     for name in (
         "signatures_over_training.png",
         "ablation_over_training.png",
@@ -189,11 +189,19 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
                                               "variant_batch_share")  # fmt: skip
         natural = client.get_metric_history(by_name["llama-tiny_B4_C48_natural_s0"],
                                             "variant_batch_share")  # fmt: skip
-        assert [m.step for m in induction] == [2, 4, 6, 8]
+        assert [m.step for m in induction] == [2, 4]
         assert all(m.value == 0 for m in natural)
-        # m(step) = 0.5 (1 - step / 8), B x W = 196: steps 0-1 -> round(0.5*196/11) = 9 and
-        # round(0.4375*196/11) = 8 snippets of 11 tokens -> share (99 + 88) / 392.
-        assert induction[0].value == pytest.approx((99 + 88) / 392)
+        # m(step) = 0.5 (1 - step / 4), B x W = 196: steps 0-1 -> round(0.5*196/11) = 9 and
+        # round(0.375*196/11) = 7 snippets of 11 tokens -> share (99 + 77) / 392.
+        assert induction[0].value == pytest.approx((99 + 77) / 392)
+        # The kedro-mlflow run holds the table and figures as artifacts, and the results.
+        parent = client.get_run(client.get_run(by_name["llama-tiny_B4_C48_balanced_s0"])
+                                .data.tags["mlflow.parentRunId"])  # fmt: skip
+        artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "bi_induct")}
+        assert {"bi_induct/results_table.csv", "bi_induct/perplexity_gap.png",
+                "bi_induct/signatures_over_training.png",
+                "bi_induct/ablation_over_training.png"} <= artifacts  # fmt: skip
+        assert "bi_induct/llama-tiny/balanced/perplexity" in parent.data.metrics
         assert client.get_metric_history(by_name["llama-tiny_B4_C48_balanced_s0"],
                                          "bi_induct/perplexity")  # fmt: skip
     finally:

@@ -146,3 +146,43 @@ def test_validate_run_config_runs_the_snippet_check_with_total_steps() -> None:
         validate_run_config(config, vocab_size=300, corpus_tokens=10_000)
     config.variant_options["span_length"] = 5
     validate_run_config(config, vocab_size=300, corpus_tokens=10_000)
+
+
+def test_training_with_snippets_resumes_exactly_and_logs_snippet_tokens(tmp_path) -> None:
+    from ih_kedro.science.training import CheckpointStore, train_run
+    from tests.science.test_training import (
+        RecordingTracker,
+        assert_same_state,
+        final_state,
+        make_config,
+        make_packed,
+    )
+
+    options = {"sep_token_id": 0, "span_length": 3, "direction": "balanced"}  # EOS 0 never occurs
+    config = {"data_variant": VARIANT, "variant_options": options}
+    packed = make_packed()
+    straight = CheckpointStore(tmp_path / "straight")
+    tracker = RecordingTracker()
+    summary = train_run(make_config(**config), packed, straight, tracker)
+
+    class Interrupt(RuntimeError):
+        pass
+
+    def interrupt(step: int) -> None:
+        if step == 6:
+            raise Interrupt
+
+    resumed = CheckpointStore(tmp_path / "resumed")
+    with pytest.raises(Interrupt):
+        train_run(make_config(**config), packed, resumed, step_hook=interrupt)
+    train_run(make_config(**config), packed, resumed)
+    assert_same_state(final_state(straight, "tiny"), final_state(resumed, "tiny"))
+
+    # 12 steps of B=8, W=17: exactly the snippet tokens the schedule asks for, logged per window.
+    expected = expected_snippet_tokens(12, 8, 16, {**options, "total_steps": 12})
+    assert summary["copied_token_fraction"] * 12 * 8 * 17 == pytest.approx(expected)
+    logged = [m["variant_tokens_per_step"] * 2 for _, m in tracker.metrics if "lr" in m]
+    assert sum(logged) == pytest.approx(expected)  # log_every = 2 steps per window
+    first = [m for _, m in tracker.metrics if "variant_batch_share" in m][0]
+    # steps 0 and 1: round(0.5 * 136 / 7) = 10 and round(0.4583 * 136 / 7) = 9 snippets
+    assert first["variant_batch_share"] == pytest.approx((10 + 9) * 7 / (2 * 136))

@@ -242,7 +242,8 @@ def log_bi_induct_to_mlflow(
     results_table: pd.DataFrame, checkpoint_metrics: pd.DataFrame, sweep_manifest: pd.DataFrame
 ) -> None:
     """Log the results (active run: ``bi_induct/<preset>/<variant>/<metric>``) and each run's
-    checkpoint metrics into its own nested run (``bi_induct/<metric>`` by step)."""
+    checkpoint metrics into its own nested run (``bi_induct/<metric>`` by step). The table and
+    figures themselves are MLflow artifacts through the catalog (``MlflowArtifactDataset``)."""
     import mlflow
 
     started = mlflow.active_run() is None
@@ -258,7 +259,6 @@ def log_bi_induct_to_mlflow(
                     values[f"bi_induct/{row.preset}/{row.variant}/{row.metric}{suffix}"] = value
         if values:
             mlflow.log_metrics(values)
-        mlflow.log_text(results_table.to_csv(index=False), "bi_induct/results_table.csv")
     finally:
         if started:
             mlflow.end_run()

@@ -29,31 +29,28 @@ EXPERIMENT = "bi_induct"
 
 
 def evaluation_pipeline() -> Pipeline:
-    """The experiment's own nodes (namespace ``bi_induct.evaluation``)."""
-    e = EXPERIMENT
-    nodes = Pipeline(
+    """The experiment's own nodes, written un-namespaced (``experiment_stage`` adds
+    ``bi_induct.`` to datasets and parameters, as for the reused stages)."""
+    return Pipeline(
         [
-            Node(matched_compute, f"{e}.sweep_manifest", f"{e}.compute_table",
-                 name="matched_compute"),
+            Node(matched_compute, "sweep_manifest", "compute_table", name="matched_compute"),
             Node(evaluate_runs,
-                 [f"{e}.compute_table", f"{e}.sweep_manifest", "tokenizer", "train_tokens",
-                  "validation_tokens", f"params:{e}.evaluation", f"params:{e}.training"],
-                 [f"{e}.checkpoint_metrics", f"{e}.final_evaluations"], name="evaluate_runs"),
+                 ["compute_table", "sweep_manifest", "tokenizer", "train_tokens",
+                  "validation_tokens", "params:evaluation", "params:training"],
+                 ["checkpoint_metrics", "final_evaluations"], name="evaluate_runs"),
             Node(build_results_table,
-                 [f"{e}.final_evaluations", f"{e}.compute_table", f"params:{e}.evaluation"],
-                 f"{e}.results_table", name="build_results_table"),
-            Node(plot_signatures, [f"{e}.head_scores", f"{e}.sweep_manifest"],
-                 f"{e}.signatures_plot", name="plot_signatures"),
-            Node(plot_ablation_over_training, f"{e}.checkpoint_metrics", f"{e}.ablation_plot",
+                 ["final_evaluations", "compute_table", "params:evaluation"],
+                 "results_table", name="build_results_table"),
+            Node(plot_signatures, ["head_scores", "sweep_manifest"], "signatures_plot",
+                 name="plot_signatures"),
+            Node(plot_ablation_over_training, "checkpoint_metrics", "ablation_plot",
                  name="plot_ablation_over_training"),
-            Node(plot_perplexity_gap, [f"{e}.checkpoint_metrics", f"params:{e}.evaluation"],
-                 f"{e}.perplexity_gap_plot", name="plot_perplexity_gap"),
-            Node(log_bi_induct_to_mlflow,
-                 [f"{e}.results_table", f"{e}.checkpoint_metrics", f"{e}.sweep_manifest"], None,
-                 name="log_bi_induct_to_mlflow"),
+            Node(plot_perplexity_gap, ["checkpoint_metrics", "params:evaluation"],
+                 "perplexity_gap_plot", name="plot_perplexity_gap"),
+            Node(log_bi_induct_to_mlflow, ["results_table", "checkpoint_metrics",
+                 "sweep_manifest"], None, name="log_bi_induct_to_mlflow"),
         ]
     )  # fmt: skip
-    return Pipeline(nodes, namespace=f"{e}.evaluation", prefix_datasets_with_namespace=False)
 
 
 def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
@@ -66,5 +63,5 @@ def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
         corpus
         + experiment_stage(training.create_pipeline(), EXPERIMENT, "training")
         + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry")
-        + evaluation_pipeline()
+        + experiment_stage(evaluation_pipeline(), EXPERIMENT, "evaluation")
     )
