@@ -156,6 +156,12 @@ class TrainingRunConfig:
         return self.n_positions if self.n_positions is not None else self.context_length
 
     @property
+    def run_variant_options(self) -> dict[str, Any]:
+        """The variant's options plus ``total_steps`` (the run's step budget, for schedules
+        such as an annealed snippet mix ratio)."""
+        return {**self.variant_options, "total_steps": self.total_steps}
+
+    @property
     def copy_rate(self) -> float:
         """Probability that a sequence carries a copied span (0 for natural text)."""
         if self.data_variant == "natural":
@@ -233,8 +239,6 @@ def validate_run_config(config: TrainingRunConfig, vocab_size: int, corpus_token
                 f"training.span_max_fraction: a span of up to {high} tokens (source + copy) is "
                 f"longer than the context of {config.context_length} tokens{where}"
             )
-    if config.data_variant in VARIANT_CHECKS:
-        VARIANT_CHECKS[config.data_variant](config.variant_options, config.context_length)
     if not config.learning_rate > 0:
         raise ValueError(f"training.learning_rate: must be positive, got {config.learning_rate}")
     if config.warmup_steps < 0:
@@ -250,6 +254,8 @@ def validate_run_config(config: TrainingRunConfig, vocab_size: int, corpus_token
         if value is not None and value <= 0:
             raise ValueError(f"training.{key}: must be positive, got {value}")
     config.total_steps  # noqa: B018 - raises if neither budget is given
+    if config.data_variant in VARIANT_CHECKS:
+        VARIANT_CHECKS[config.data_variant](config.run_variant_options, config.context_length)
     if config.checkpoint_unit not in ("steps", "tokens"):
         raise ValueError(
             f"training.checkpoint_unit: 'steps' or 'tokens', got {config.checkpoint_unit!r}"
@@ -756,6 +762,8 @@ def train_run(
         window_start = time.perf_counter()
         window_steps = 0
         engine.train()
+        variant_options = config.run_variant_options
+        window_variant_tokens = 0
         stopping = step >= total_steps or policy.should_stop(step)
         while not stopping:
             batch = sample_batch(
@@ -765,7 +773,7 @@ def train_run(
                 config.seed,
                 step,
                 data_variant=config.data_variant,
-                variant_options=config.variant_options,
+                variant_options=variant_options,
             )
             tokens = batch.tokens[rows].to(device)  # (B/W, C+1)
             logits = engine(input_ids=tokens[:, :-1]).logits  # (B/W, C, vocab)
@@ -780,6 +788,7 @@ def train_run(
             state["copy_events"] += count_copy_events(batch.copied)
             state["sequences"] += batch.copied.shape[0]
             state["batch_tokens"] += batch.copied.size
+            window_variant_tokens += int(batch.copied.sum())
             loss_sum += loss.detach()
             loss_count += 1
             window_steps += 1
@@ -797,6 +806,11 @@ def train_run(
                     "flops": flops_per_token * tokens_seen,
                     "tokens_per_second": window_steps * config.tokens_per_step / elapsed,
                     "copied_token_fraction": state["copied_tokens"] / state["batch_tokens"],
+                    # Tokens a data variant wrote (copied spans, snippets) per step of the
+                    # window since the last log, and their share of those batches.
+                    "variant_tokens_per_step": window_variant_tokens / window_steps,
+                    "variant_batch_share": window_variant_tokens
+                    / (window_steps * batch.copied.size),
                 }
                 tracker.log_metrics(metrics, step)  # a NullTracker on ranks other than 0
                 progress.set_postfix(loss=f"{mean_loss:.3f}")
@@ -804,6 +818,7 @@ def train_run(
                 loss_count = 0
                 window_start = time.perf_counter()
                 window_steps = 0
+                window_variant_tokens = 0
 
             evaluated = evaluate is not None and step % config.eval_every == 0
             if evaluated:

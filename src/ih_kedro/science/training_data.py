@@ -234,6 +234,7 @@ VARIANT_CHECKS: dict[str, VariantCheck] = {"fixed_rate_copies": _check_fixed_rat
 VARIANT_PROVIDERS: tuple[str, ...] = (
     "ih_kedro.science.semi_natural",
     "ih_kedro.science.markov_data",
+    "ih_kedro.science.snippets",
 )
 
 

@@ -42,7 +42,8 @@ SAMPLE_METRICS = ("prefix_matching", "associative_recall", "repeated_loss_drop")
 
 
 def make_probe_set(train_tokens: PackedTokens, params: dict[str, Any]) -> ProbeSet:
-    """The fixed probe set: repeated probes plus Bi-Induct variants (SEP = EOS).
+    """The fixed probe set: repeated probes plus Bi-Induct variants (SEP = ``sep_token_id``,
+    default EOS).
 
     ``params["probe"]``: ``n_samples``, ``length`` (null: the longest reference length 50;
     every run of a sweep uses the same ``min(50, min(C) // 2)`` of it), ``source``
@@ -59,9 +60,12 @@ def make_probe_set(train_tokens: PackedTokens, params: dict[str, Any]) -> ProbeS
         raise ValueError(
             f"telemetry.probe.source must be 'frequent' or 'uniform', got {probe['source']!r}"
         )
+    # The snippet probes' separator: the tokenizer's <|sep|> id when given, else EOS.
+    sep = eos if probe.get("sep_token_id") is None else int(probe["sep_token_id"])
+    pool = pool[pool != sep]
     length = int(probe.get("length") or min(REFERENCE_PROBE_LENGTH, len(pool)))
     return build_probe_set(pool, int(probe["n_samples"]), length, int(probe["seed"]),
-                           probe["source"], sep_token=eos)  # fmt: skip
+                           probe["source"], sep_token=sep)  # fmt: skip
 
 
 def sweep_probe_length(probe_set: ProbeSet, params: dict[str, Any], contexts: list[int]) -> int:
