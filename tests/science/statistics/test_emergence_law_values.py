@@ -330,3 +330,94 @@ def test_bad_values_name_the_column():
         everything = table.assign(censored=True, step=np.nan, last_step=1e4)
         everything.loc[0, ["censored", "step"]] = [False, 100.0]
         fit_emergence_law(everything, censored="tobit")
+
+
+# ------------------------------------------------------------------ Tobit against an independent MLE
+
+
+def _independent_tobit(y, X, censored):
+    """Right-censored Gaussian MLE with scipy.stats densities and a numerical Hessian."""
+    from scipy import optimize
+
+    def nll(theta):
+        beta, sigma = theta[:-1], math.exp(theta[-1])
+        mu = X @ beta
+        return -(
+            stats.norm.logpdf(y[~censored], mu[~censored], sigma).sum()
+            + stats.norm.logsf(y[censored], mu[censored], sigma).sum()
+        )
+
+    start = np.append(np.linalg.lstsq(X, y, rcond=None)[0], math.log(np.std(y)))
+    theta = optimize.minimize(
+        nll,
+        start,
+        method="Nelder-Mead",
+        options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 40_000},
+    ).x
+    h, k = 1e-4, theta.size
+    hessian = np.empty((k, k))
+    for i in range(k):
+        for j in range(k):
+            e_i, e_j = np.eye(k)[i] * h, np.eye(k)[j] * h
+            hessian[i, j] = (
+                nll(theta + e_i + e_j)
+                - nll(theta + e_i - e_j)
+                - nll(theta - e_i + e_j)
+                + nll(theta - e_i - e_j)
+            ) / (4 * h * h)
+    return theta, np.linalg.inv(hessian), nll(theta)
+
+
+def test_tobit_equals_an_independent_censored_mle():
+    table = law_table(seed=6, sd=0.15, n_seeds=2)
+    budget = float(np.quantile(table.step, 0.7))
+    slow = table.step > budget
+    table.loc[slow, ["censored", "step"]] = [True, np.nan]
+    table["last_step"] = budget
+    fit = fit_emergence_law(table, censored="tobit", leave_one_out=False)
+    y = np.log(np.where(slow, budget, table.step))
+    theta, cov, _ = _independent_tobit(y, design(table), slow.to_numpy())
+    np.testing.assert_allclose(fit.params, theta[:-1], atol=2e-5)
+    assert fit.residual_sd == pytest.approx(math.exp(theta[-1]), rel=1e-4)
+    np.testing.assert_allclose(np.sqrt(np.diag(fit.cov)), np.sqrt(np.diag(cov))[:-1], rtol=2e-3)
+    # The joint Wald test of the seed exponents is chi2 with 2 dof on the same covariance.
+    diff = np.array([fit.params[1] + A, fit.params[2] + B])
+    stat = float(diff @ np.linalg.solve(fit.cov[1:, 1:], diff))
+    assert fit.wald_statistic == pytest.approx(stat, rel=1e-9) and fit.wald_df == 2
+    assert fit.wald_p_value == pytest.approx(stats.chi2.sf(stat, 2), rel=1e-9)
+
+
+def test_ols_wald_f_test_equals_statsmodels():
+    table = law_table(seed=8)
+    fit = fit_emergence_law(table, seed_exponents={"a": 0.3, "b": 0.7}, leave_one_out=False)
+    ols = sm.OLS(np.log(table.step.to_numpy()), design(table)).fit()
+    test = ols.f_test((np.array([[0, 1.0, 0], [0, 0, 1.0]]), np.array([-0.3, -0.7])))
+    assert fit.wald_test == "F" and fit.wald_df == 2
+    assert fit.wald_statistic == pytest.approx(float(np.squeeze(test.fvalue)), rel=1e-9)
+    assert fit.wald_p_value == pytest.approx(float(test.pvalue), rel=1e-9)
+    assert fit.wald_null == {"a": 0.3, "b": 0.7}
+
+
+def test_summary_table_rows_are_the_fit_attributes():
+    fit = fit_emergence_law(law_table(seed=9))
+    rows = fit_summary_table(fit)
+    names = [
+        "a", "b", "log_T", "T", "r_squared", "pearson_r_log", "pearson_r_linear", "loo_r_log",
+        "loo_r_linear", "residual_sd", "wald_statistic", "wald_p_value", "n_runs", "n_censored",
+        "n_censored_excluded", "n_configurations",
+    ]  # fmt: skip
+    assert list(rows.parameter) == names
+    by_name = rows.set_index("parameter")
+    for name in names:
+        assert by_name.loc[name, "estimate"] == pytest.approx(float(getattr(fit, name))), name
+    for name in ("a", "b", "log_T", "T", "pearson_r_log", "pearson_r_linear"):
+        ci = getattr(fit, f"{name}_ci")
+        assert (by_name.loc[name, "ci_low"], by_name.loc[name, "ci_high"]) == pytest.approx(ci)
+    assert by_name.loc[["r_squared", "loo_r_log", "n_runs"], "ci_low"].isna().all()
+    summary = fit_summary_dict(fit)
+    assert summary["wald"] == {
+        "null_a": 0.37, "null_b": 0.62, "test": "F", "statistic": pytest.approx(fit.wald_statistic),
+        "df": 2, "p_value": pytest.approx(fit.wald_p_value),
+    }  # fmt: skip
+    assert summary["n_configurations"] == 9 and summary["seeds"] == [0, 1, 2]
+    assert summary["identifiable"] == {"a": True, "b": True} and summary["level"] == 0.95
