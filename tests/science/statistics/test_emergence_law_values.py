@@ -97,10 +97,14 @@ def test_ci_width_ratio_between_levels_is_the_t_quantile_ratio():
     assert narrow.a == wide.a
 
 
-@pytest.mark.parametrize(("level", "window"), [(0.8, (0.72, 0.88)), (0.95, (0.91, 0.99))])
+@pytest.mark.parametrize(("level", "window"), [(0.8, (0.7, 0.9)), (0.95, (0.9, 0.99))])
 def test_ci_coverage_matches_the_level(level, window):
-    """Coverage of the true exponents over 100 simulated grids; windows reject the other level."""
-    n_sim, hits = 100, 0
+    """Coverage of the true exponents over 60 simulated grids; windows reject the other level.
+
+    The exact level is pinned by the statsmodels comparisons above; this checks the intervals
+    mean what they say on data drawn from the law.
+    """
+    n_sim, hits = 60, 0
     for seed in range(n_sim):
         fit = fit_emergence_law(law_table(seed=seed, n_seeds=2), level=level, leave_one_out=False)
         hits += fit.a_ci[0] <= A <= fit.a_ci[1]
@@ -132,12 +136,12 @@ def test_prediction_interval_equals_statsmodels_obs_interval(level):
     np.testing.assert_allclose(again.step_low, pred.step_low, rtol=1e-12)
 
 
-@pytest.mark.parametrize(("level", "window"), [(0.8, (0.77, 0.83)), (0.95, (0.935, 0.965))])
+@pytest.mark.parametrize(("level", "window"), [(0.8, (0.76, 0.84)), (0.95, (0.93, 0.97))])
 def test_prediction_interval_coverage_matches_the_level(level, window):
-    """New draws from the law land inside the interval at the nominal rate (over 40 fits)."""
+    """New draws from the law land inside the interval at the nominal rate (over 25 fits)."""
     rng = np.random.default_rng(7)
     hits = total = 0
-    for seed in range(40):
+    for seed in range(25):
         fit = fit_emergence_law(
             law_table(seed=100 + seed, sd=0.1), level=level, leave_one_out=False
         )
