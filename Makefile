@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export KEDRO_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test lint format viz mlflow-ui bench clean-data
+.PHONY: run test lint format viz mlflow-ui bench clean-data mutation
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,13 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# Mutation testing of science/ and pipelines/ (docs/testing.md): hours on 2 cores, not in CI.
+# Narrow it with a mutant-name pattern: make mutation MUTANTS='ih_kedro.science.corpus.*'
+mutation: $(STAMP)
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children 2 $(MUTANTS)
+	$(BIN)/mutmut results
 
 viz: $(STAMP)
 	$(BIN)/kedro viz build

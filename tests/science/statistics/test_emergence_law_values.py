@@ -97,10 +97,14 @@ def test_ci_width_ratio_between_levels_is_the_t_quantile_ratio():
     assert narrow.a == wide.a
 
 
-@pytest.mark.parametrize(("level", "window"), [(0.8, (0.72, 0.88)), (0.95, (0.91, 0.99))])
+@pytest.mark.parametrize(("level", "window"), [(0.8, (0.7, 0.9)), (0.95, (0.9, 0.99))])
 def test_ci_coverage_matches_the_level(level, window):
-    """Coverage of the true exponents over 100 simulated grids; windows reject the other level."""
-    n_sim, hits = 100, 0
+    """Coverage of the true exponents over 60 simulated grids; windows reject the other level.
+
+    The exact level is pinned by the statsmodels comparisons above; this checks the intervals
+    mean what they say on data drawn from the law.
+    """
+    n_sim, hits = 60, 0
     for seed in range(n_sim):
         fit = fit_emergence_law(law_table(seed=seed, n_seeds=2), level=level, leave_one_out=False)
         hits += fit.a_ci[0] <= A <= fit.a_ci[1]
@@ -132,12 +136,12 @@ def test_prediction_interval_equals_statsmodels_obs_interval(level):
     np.testing.assert_allclose(again.step_low, pred.step_low, rtol=1e-12)
 
 
-@pytest.mark.parametrize(("level", "window"), [(0.8, (0.77, 0.83)), (0.95, (0.935, 0.965))])
+@pytest.mark.parametrize(("level", "window"), [(0.8, (0.76, 0.84)), (0.95, (0.93, 0.97))])
 def test_prediction_interval_coverage_matches_the_level(level, window):
-    """New draws from the law land inside the interval at the nominal rate (over 40 fits)."""
+    """New draws from the law land inside the interval at the nominal rate (over 25 fits)."""
     rng = np.random.default_rng(7)
     hits = total = 0
-    for seed in range(40):
+    for seed in range(25):
         fit = fit_emergence_law(
             law_table(seed=100 + seed, sd=0.1), level=level, leave_one_out=False
         )
@@ -330,3 +334,94 @@ def test_bad_values_name_the_column():
         everything = table.assign(censored=True, step=np.nan, last_step=1e4)
         everything.loc[0, ["censored", "step"]] = [False, 100.0]
         fit_emergence_law(everything, censored="tobit")
+
+
+# ------------------------------------------------------------------ Tobit against an independent MLE
+
+
+def _independent_tobit(y, X, censored):
+    """Right-censored Gaussian MLE with scipy.stats densities and a numerical Hessian."""
+    from scipy import optimize
+
+    def nll(theta):
+        beta, sigma = theta[:-1], math.exp(theta[-1])
+        mu = X @ beta
+        return -(
+            stats.norm.logpdf(y[~censored], mu[~censored], sigma).sum()
+            + stats.norm.logsf(y[censored], mu[censored], sigma).sum()
+        )
+
+    start = np.append(np.linalg.lstsq(X, y, rcond=None)[0], math.log(np.std(y)))
+    theta = optimize.minimize(
+        nll,
+        start,
+        method="Nelder-Mead",
+        options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 40_000},
+    ).x
+    h, k = 1e-4, theta.size
+    hessian = np.empty((k, k))
+    for i in range(k):
+        for j in range(k):
+            e_i, e_j = np.eye(k)[i] * h, np.eye(k)[j] * h
+            hessian[i, j] = (
+                nll(theta + e_i + e_j)
+                - nll(theta + e_i - e_j)
+                - nll(theta - e_i + e_j)
+                + nll(theta - e_i - e_j)
+            ) / (4 * h * h)
+    return theta, np.linalg.inv(hessian), nll(theta)
+
+
+def test_tobit_equals_an_independent_censored_mle():
+    table = law_table(seed=6, sd=0.15, n_seeds=2)
+    budget = float(np.quantile(table.step, 0.7))
+    slow = table.step > budget
+    table.loc[slow, ["censored", "step"]] = [True, np.nan]
+    table["last_step"] = budget
+    fit = fit_emergence_law(table, censored="tobit", leave_one_out=False)
+    y = np.log(np.where(slow, budget, table.step))
+    theta, cov, _ = _independent_tobit(y, design(table), slow.to_numpy())
+    np.testing.assert_allclose(fit.params, theta[:-1], atol=2e-5)
+    assert fit.residual_sd == pytest.approx(math.exp(theta[-1]), rel=1e-4)
+    np.testing.assert_allclose(np.sqrt(np.diag(fit.cov)), np.sqrt(np.diag(cov))[:-1], rtol=2e-3)
+    # The joint Wald test of the seed exponents is chi2 with 2 dof on the same covariance.
+    diff = np.array([fit.params[1] + A, fit.params[2] + B])
+    stat = float(diff @ np.linalg.solve(fit.cov[1:, 1:], diff))
+    assert fit.wald_statistic == pytest.approx(stat, rel=1e-9) and fit.wald_df == 2
+    assert fit.wald_p_value == pytest.approx(stats.chi2.sf(stat, 2), rel=1e-9)
+
+
+def test_ols_wald_f_test_equals_statsmodels():
+    table = law_table(seed=8)
+    fit = fit_emergence_law(table, seed_exponents={"a": 0.3, "b": 0.7}, leave_one_out=False)
+    ols = sm.OLS(np.log(table.step.to_numpy()), design(table)).fit()
+    test = ols.f_test((np.array([[0, 1.0, 0], [0, 0, 1.0]]), np.array([-0.3, -0.7])))
+    assert fit.wald_test == "F" and fit.wald_df == 2
+    assert fit.wald_statistic == pytest.approx(float(np.squeeze(test.fvalue)), rel=1e-9)
+    assert fit.wald_p_value == pytest.approx(float(test.pvalue), rel=1e-9)
+    assert fit.wald_null == {"a": 0.3, "b": 0.7}
+
+
+def test_summary_table_rows_are_the_fit_attributes():
+    fit = fit_emergence_law(law_table(seed=9))
+    rows = fit_summary_table(fit)
+    names = [
+        "a", "b", "log_T", "T", "r_squared", "pearson_r_log", "pearson_r_linear", "loo_r_log",
+        "loo_r_linear", "residual_sd", "wald_statistic", "wald_p_value", "n_runs", "n_censored",
+        "n_censored_excluded", "n_configurations",
+    ]  # fmt: skip
+    assert list(rows.parameter) == names
+    by_name = rows.set_index("parameter")
+    for name in names:
+        assert by_name.loc[name, "estimate"] == pytest.approx(float(getattr(fit, name))), name
+    for name in ("a", "b", "log_T", "T", "pearson_r_log", "pearson_r_linear"):
+        ci = getattr(fit, f"{name}_ci")
+        assert (by_name.loc[name, "ci_low"], by_name.loc[name, "ci_high"]) == pytest.approx(ci)
+    assert by_name.loc[["r_squared", "loo_r_log", "n_runs"], "ci_low"].isna().all()
+    summary = fit_summary_dict(fit)
+    assert summary["wald"] == {
+        "null_a": 0.37, "null_b": 0.62, "test": "F", "statistic": pytest.approx(fit.wald_statistic),
+        "df": 2, "p_value": pytest.approx(fit.wald_p_value),
+    }  # fmt: skip
+    assert summary["n_configurations"] == 9 and summary["seeds"] == [0, 1, 2]
+    assert summary["identifiable"] == {"a": True, "b": True} and summary["level"] == 0.95
