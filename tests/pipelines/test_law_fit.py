@@ -59,9 +59,10 @@ def _deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
-@pytest.fixture()
-def micro_project(tmp_path: Path, project_root: Path) -> Path:
-    project = tmp_path / "project"
+@pytest.fixture(scope="module")
+def micro_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    project_root = Path(__file__).resolve().parents[2]
+    project = tmp_path_factory.mktemp("law_fit") / "project"
     project.mkdir()
     shutil.copy(project_root / "pyproject.toml", project / "pyproject.toml")
     (project / "src").mkdir()  # the package itself is installed; bootstrap wants the folder
@@ -76,7 +77,7 @@ def micro_project(tmp_path: Path, project_root: Path) -> Path:
     return project
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def micro_params(micro_project: Path) -> dict:
     """Write conf/local overrides (merged key by key into base's) and return them."""
     base = micro_project / "conf" / "base"
@@ -114,9 +115,11 @@ def test_registry_has_stage_and_experiment_pipelines(project_root: Path) -> None
     assert f"{EXPERIMENT}.sweep_manifest" in pipelines["law_fit"].all_outputs()
 
 
-def test_law_fit_kedro_run_end_to_end(micro_project: Path, micro_params: dict) -> None:
+@pytest.fixture(scope="module")
+def micro_run(micro_project: Path, micro_params: dict) -> subprocess.CompletedProcess:
+    """``kedro run --pipeline=law_fit`` once for this module (the e2e checks and the notebook)."""
     env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "kedro", "run", "--pipeline=law_fit"],
         cwd=micro_project,
         env=env,
@@ -125,6 +128,12 @@ def test_law_fit_kedro_run_end_to_end(micro_project: Path, micro_params: dict) -
         timeout=1800,  # a hang guard: the shared 2-core machine can be 10x slower than quiet
         check=False,
     )
+
+
+def test_law_fit_kedro_run_end_to_end(
+    micro_project: Path, micro_run: subprocess.CompletedProcess
+) -> None:
+    result = micro_run
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
     data = micro_project / "data"
@@ -193,3 +202,38 @@ def test_law_fit_kedro_run_end_to_end(micro_project: Path, micro_params: dict) -
             "telemetry_head_heatmaps",
         )
     } <= figures
+
+
+def test_notebook_runs_against_the_micro_run(
+    micro_project: Path, micro_run: subprocess.CompletedProcess
+) -> None:
+    """notebooks/explore_induction_heads.ipynb executes top to bottom on a real run's outputs,
+    loading them through the Kedro catalog, and draws its figure."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    assert micro_run.returncode == 0, micro_run.stderr[-3000:]
+    notebooks = micro_project / "notebooks"
+    notebooks.mkdir(exist_ok=True)
+    source = Path(__file__).resolve().parents[2] / "notebooks" / "explore_induction_heads.ipynb"
+    notebook = nbformat.read(source, as_version=4)
+    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(notebooks)}},
+    )
+    client.execute(cwd=str(notebooks), env=env)
+    outputs = [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs]
+    assert not [out for out in outputs if out.output_type == "error"]
+    assert any("image/png" in out.get("data", {}) for out in outputs)
+    text = "\n".join(
+        out.get("text", "") + out.get("data", {}).get("text/plain", "") for out in outputs
+    )
+    manifest = pd.read_parquet(
+        micro_project / "data" / "07_model_output" / EXPERIMENT / "sweep_manifest.parquet"
+    )
+    # The catalog-loaded manifest and the law's status are the run's own.
+    for run_name in manifest["run_name"]:
+        assert run_name in text
+    assert "status: insufficient_data" in text
