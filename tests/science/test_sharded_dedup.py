@@ -276,3 +276,48 @@ def test_planted_copies_among_distinct_documents(tmp_path: Path) -> None:
     }
     assert report["parameters"]["seed"] == 1
     assert report["engine"]["lsh_bands"] == 18 and report["engine"]["lsh_rows"] == 7
+
+
+def test_clustering_verifies_candidates_and_keeps_the_lowest(tmp_path: Path) -> None:
+    """Stage 3 alone: a candidate pair joins only when >= threshold of its signature values
+    agree; the lowest (task, index) is kept; exact copies link but are not near removals."""
+    from datatrove.utils.hashing import HashConfig
+
+    from ih_kedro.science.sharded_dedup import MinhashConfig, VerifiedMinhashCluster
+
+    config = MinhashConfig(5, 2, 5, 1, hash_config=HashConfig(precision=32, hash_fc="sha1"))
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 2**32, size=10, dtype=np.uint32)
+
+    def similar(n_equal: int) -> np.ndarray:
+        other = base.copy()
+        other[n_equal:] ^= 1
+        return other
+
+    # task 0: doc 0 = base, doc 1 = 60% equal, doc 2 = exact copy of base (removed by exact)
+    # task 1: doc 0 = 90% equal (chained to task 0 only through the exact copy), doc 1 = 80%
+    (tmp_path / "sigs" / "full").mkdir(parents=True)
+    np.stack([base, similar(6), base]).tofile(tmp_path / "sigs" / "full" / "00000.sig")
+    np.stack([similar(9), similar(8)]).tofile(tmp_path / "sigs" / "full" / "00001.sig")
+    (tmp_path / "exact" / "0000").mkdir(parents=True)
+    np.array([2], dtype="<u4").tofile(tmp_path / "exact" / "0000" / "00000.c4_dup")
+    (tmp_path / "buckets").mkdir()
+    pairs = [(0, 0, 0, 1), (0, 0, 0, 2), (0, 2, 1, 0), (1, 0, 1, 1)]  # (task, doc, task, doc)
+    np.array(pairs, dtype="<u4").tofile(tmp_path / "buckets" / "00000_00.dups")
+    np.zeros((0, 4), dtype="<u4").tofile(tmp_path / "buckets" / "00001_00.dups")
+    step = VerifiedMinhashCluster(
+        str(tmp_path / "buckets"),
+        str(tmp_path / "sigs"),
+        str(tmp_path / "exact"),
+        str(tmp_path / "remove"),
+        config,
+        threshold=0.7,
+        n_tasks=2,
+    )
+    step.run()
+    remove0 = np.fromfile(tmp_path / "remove" / "000000.remove", dtype="<u4").tolist()
+    remove1 = np.fromfile(tmp_path / "remove" / "000001.remove", dtype="<u4").tolist()
+    assert remove0 == [2]  # the exact copy; doc 1 (60% equal) stays: not verified
+    assert remove1 == [0, 1]  # joined to task 0's doc 0 through the exact copy
+    clusters = np.fromfile(tmp_path / "remove" / "clusters.bin", dtype="<u4").reshape(-1, 4)
+    assert clusters.tolist() == [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0]]
