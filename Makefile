@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export KEDRO_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test lint format viz mlflow-ui bench clean-data
+.PHONY: run test lint format viz mlflow-ui bench clean-data mutation
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,19 +25,32 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+	# Multi-rank equality and kill/resume (2 gloo ranks per job): slow, but CI runs them.
+	$(BIN)/python -m pytest -m slow tests/science/test_multirank.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# Mutation testing of science/ and pipelines/ (docs/testing.md): hours on 2 cores, not in CI.
+# Narrow it with a mutant-name pattern: make mutation MUTANTS='ih_kedro.science.corpus.*'
+mutation: $(STAMP)
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children 2 $(MUTANTS)
+	$(BIN)/mutmut results
+
 viz: $(STAMP)
 	$(BIN)/kedro viz build
 
+MLFLOW_PORT ?= 5000
 mlflow-ui: $(STAMP)
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db
+	@echo "MLflow UI, loopback only: http://127.0.0.1:$(MLFLOW_PORT)/#/experiments/1/runs?workflowType=machine_learning"
+	@echo "(experiment ih_kedro's training runs; expand a parent run for its nested runs)"
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --host 127.0.0.1 --port $(MLFLOW_PORT)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/deepspeed_overhead.py
 	$(BIN)/python benchmarks/dedup_throughput.py
 	$(BIN)/python benchmarks/sharded_dedup.py
 	$(BIN)/python benchmarks/telemetry_scoring.py
+	$(BIN)/python benchmarks/paper_projection.py

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,43 @@ def _mlflow_store(tmp_path_factory: pytest.TempPathFactory):
     """Every test talks to a throwaway SQLite MLflow store, never the project's mlflow.db."""
     store = tmp_path_factory.mktemp("mlflow")
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{store / 'mlflow.db'}"
+    _SESSION_MLFLOW_ENV.update(
+        {key: os.environ.get(key) for key in ("MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_ID")}
+    )
     yield store
+
+
+# MLflow's environment at session start; every test ends with it restored.
+_SESSION_MLFLOW_ENV: dict[str, str | None] = {}
+
+
+@pytest.fixture(autouse=True)
+def _mlflow_isolation(_mlflow_store):
+    """No test leaks MLflow state into the next: stray runs are ended, the store restored.
+
+    MLflow keeps a process-wide tracking URI, active experiment and run stack; a test that calls
+    ``mlflow.set_tracking_uri``/``set_experiment`` or leaves a run open would otherwise change
+    where every later test writes.
+    """
+    yield
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is not None:
+        while mlflow.active_run() is not None:
+            mlflow.end_run(status="KILLED")
+    # Back to the session's values, not this test's start: a module- or session-scoped fixture
+    # runs before this one and may have leaked too. set_tracking_uri() and set_experiment()
+    # also export MLFLOW_TRACKING_URI / MLFLOW_EXPERIMENT_ID for subprocesses.
+    for key, value in _SESSION_MLFLOW_ENV.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+    if mlflow is None:  # never imported: nothing else to restore
+        return
+    mlflow.set_tracking_uri(_SESSION_MLFLOW_ENV["MLFLOW_TRACKING_URI"])
+    from mlflow.tracking import fluent
+
+    fluent._active_experiment_id = None  # forget set_experiment(); the default applies again
 
 
 @pytest.fixture()

@@ -1,12 +1,16 @@
-"""Kedro hooks: the runtime environment every pipeline expects."""
+"""Kedro hooks: the runtime environment every pipeline expects, and how MLflow presents a run."""
 
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping
+from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
 from ih_kedro.science.runtime import configure_runtime
+from ih_kedro.science.tracking import NOTE_TAG, describe_experiment
 
 logger = logging.getLogger(__name__)
 
@@ -16,5 +20,146 @@ class RuntimeEnvironmentHooks:
 
     @hook_impl
     def after_context_created(self, context) -> None:  # noqa: ANN001 - Kedro's signature
+        world_size = os.environ.get("WORLD_SIZE", "1")
+        if world_size.isdigit() and int(world_size) > 1:
+            raise RuntimeError(
+                f"kedro run was started as one of {world_size} ranks (WORLD_SIZE={world_size}, "
+                "e.g. under the deepspeed launcher): every rank would run the whole pipeline. "
+                "Run `kedro run` once and set training.executor.ranks_per_run instead; each "
+                "training run then becomes one DeepSpeed job (README, 'Sweeps on Ray and "
+                "multi-rank runs')."
+            )
         description = configure_runtime()
         logger.info("runtime: %s", description)
+
+
+def _n_layers(preset: Any) -> int:
+    """Layers of a preset (a name in the presets file or an inline mapping)."""
+    from ih_kedro.science.models import load_model_presets
+
+    config = load_model_presets().get(preset) if isinstance(preset, str) else preset
+    if not isinstance(config, Mapping):
+        return 0  # an unknown preset: validate_run_config names it before training
+    return int(config.get("n_layer", config.get("num_hidden_layers", 0)) or 0)
+
+
+def validate_experiment_designs(parameters: Mapping[str, Any], node_names: list[str]) -> None:
+    """Check the telemetry/statistics layer options of every experiment the pipeline runs
+    against the smallest model of its training grid (``min_layer`` beyond the model fails
+    here, before any training, naming the parameter)."""
+    from ih_kedro.science.telemetry.emergence import validate_min_layers
+
+    blocks: list[tuple[str, Mapping[str, Any]]] = []
+    if "train_sweep" in node_names:  # the un-namespaced stage pipelines
+        blocks.append(("", parameters))
+    for name, block in parameters.items():
+        if isinstance(block, Mapping) and any(n.startswith(f"{name}.") for n in node_names):
+            blocks.append((f"{name}.", block))
+    for where, block in blocks:
+        training = block.get("training")
+        if not isinstance(training, Mapping):
+            continue
+        presets = training.get("presets") or []
+        layers = [n for n in (_n_layers(p) for p in presets) if n > 0]
+        if layers:
+            validate_min_layers(min(layers), block.get("telemetry"), block.get("statistics"),
+                                where)  # fmt: skip
+
+
+class DesignValidationHooks:
+    """Fail impossible experiment designs before the first node runs."""
+
+    @hook_impl
+    def before_pipeline_run(self, run_params, pipeline, catalog) -> None:  # noqa: ANN001
+        try:
+            parameters = catalog.load("parameters")
+        except Exception:  # noqa: BLE001 - a catalog without parameters has nothing to check
+            return
+        validate_experiment_designs(parameters, [node.name for node in pipeline.nodes])
+
+
+EXPERIMENT_DESCRIPTION = (
+    "ih-kedro: when and why induction heads form. Each parent run is one `kedro run` (its "
+    "parameters, the emergence law's numbers as metrics, the figures and the fit table as "
+    "artifacts); the nested runs under it are its training runs (loss, learning rate, online "
+    "prefix-matching score, per-checkpoint head scores)."
+)
+
+
+def kedro_run_description(pipeline_names: list[str] | None, env: str | None) -> str:
+    """The description (``mlflow.note.content``) of the parent run of one ``kedro run``."""
+    name = ",".join(pipeline_names or ["__default__"])
+    return (
+        f"`kedro run --pipeline={name}` (conf env: {env or 'local'}). Nested runs: one per "
+        "training run of the sweep (expand the parent in the runs table). Metrics here: the "
+        "fitted emergence law S* = T / (B^a C^b) (law.a.estimate, law.b.estimate, ...). "
+        "Artifacts: <experiment>/figures/*.png and <experiment>/law_fit_table.csv."
+    )
+
+
+class MlflowPresentationHooks:
+    """Make the MLflow UI open on the training runs and say what each run is.
+
+    Runs after kedro-mlflow's own ``before_pipeline_run`` (``trylast``), which opens the run.
+    While a run is active, every figure a node saves and every fit table/summary is attached to
+    it as an artifact under ``<namespace>/`` (``law_fit/figures/ps_trajectories_plot.png``,
+    ``law_fit/law_fit_table.csv``), so the parent run shows the results next to its numbers.
+    """
+
+    @hook_impl(trylast=True)
+    def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:  # noqa: ANN001
+        import mlflow
+
+        active = mlflow.active_run()
+        if active is None:
+            return
+        describe_experiment(
+            mlflow.MlflowClient(), active.info.experiment_id, EXPERIMENT_DESCRIPTION
+        )
+        if not active.data.tags.get(NOTE_TAG):
+            mlflow.set_tag(
+                NOTE_TAG,
+                kedro_run_description(
+                    run_params.get("pipeline_names")
+                    or ([run_params["pipeline_name"]] if run_params.get("pipeline_name") else None),
+                    run_params.get("env"),
+                ),
+            )
+
+    @hook_impl
+    def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:  # noqa: ANN001
+        import mlflow
+
+        if mlflow.active_run() is None:
+            return
+        artifact = report_artifact_path(dataset_name, data)
+        if artifact is None:
+            return
+        if artifact.endswith(".png"):
+            mlflow.log_figure(data, artifact)
+        elif artifact.endswith(".csv"):
+            mlflow.log_text(data.to_csv(index=False), artifact)
+        else:
+            mlflow.log_dict(data, artifact)
+        logger.debug("MLflow: %s logged as artifact %s", dataset_name, artifact)
+
+
+#: Reporting datasets attached to the parent run besides figures: name -> file suffix.
+REPORT_TABLES = {"law_fit_table": ".csv", "law_fit_summary": ".json"}
+
+
+def report_artifact_path(dataset_name: str, data: Any) -> str | None:
+    """Where a saved dataset goes in the run's artifacts, or ``None`` if it is not a report.
+
+    Figures (any matplotlib ``Figure``) go to ``<namespace>/figures/<name>.png``; the fit table
+    and summary to ``<namespace>/<name>.csv|.json``; un-namespaced ones to the artifact root.
+    """
+    from matplotlib.figure import Figure
+
+    namespace, _, name = dataset_name.rpartition(".")
+    prefix = f"{namespace}/" if namespace else ""
+    if isinstance(data, Figure):
+        return f"{prefix}figures/{name}.png"
+    if name in REPORT_TABLES:
+        return f"{prefix}{name}{REPORT_TABLES[name]}"
+    return None

@@ -70,7 +70,10 @@ def test_telemetry_pipeline_runs(fake_sweep, params, tmp_path):
     head_scores, model_scores = outputs["head_scores"], outputs["model_scores"]
     samples = outputs["score_samples"]
     assert list(head_scores.columns) == ["run_name", "step", "tokens_seen", "layer", "head",
-                                         "metric", "value", "sd", "probe_source"]  # fmt: skip
+                                         "metric", "value", "sd", "probe_source",
+                                         "probe_length"]  # fmt: skip
+    # One probe length for the sweep: min(50, smallest C // 2), on every score.
+    assert set(head_scores["probe_length"]) == set(model_scores["probe_length"]) == {CONTEXT // 2}
     assert sorted(head_scores["step"].unique()) == [0, 10]
     assert "icl_score" in set(model_scores["metric"])
     run = samples["run_a"]
@@ -90,6 +93,8 @@ def test_telemetry_pipeline_runs(fake_sweep, params, tmp_path):
     emergence = outputs["emergence_table"]
     assert set(emergence["metric"]) <= {"prefix_matching", "associative_recall",
                                         "repeated_loss_drop"}  # fmt: skip
+    assert set(emergence["probe_length"]) == {CONTEXT // 2}
+    assert set(emergence["status"]) <= {"emerged", "censored", "left_censored", "fit_failed"}
     assert outputs["telemetry_head_heatmaps"] is not None
 
 

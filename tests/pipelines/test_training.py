@@ -18,6 +18,7 @@ from ih_kedro.pipelines.training.nodes import (
     expand_grid,
     make_online_evaluator,
     run_name,
+    sweep_probe_length,
     train_sweep,
 )
 from ih_kedro.science.models import build_model
@@ -50,6 +51,7 @@ def tiny_params(**overrides) -> dict:
         "log_every": 2,
         "online_emergence": {"enabled": False},
         "deepspeed": {"zero_optimization": {"stage": 0}},
+        "executor": {"kind": "sequential"},
     }
     params.update(overrides)
     return params
@@ -76,8 +78,9 @@ def test_sweep_validates_every_cell_before_training(packed, tmp_path):
 def test_sweep_writes_manifest_and_nested_mlflow_runs(packed, tmp_path):
     store = CheckpointStore(tmp_path / "store")
     mlflow.set_experiment("training-pipeline-test")
-    with mlflow.start_run(run_name="parent") as parent:
-        manifest = train_sweep(packed, store, tiny_params())
+    with mlflow.start_run(run_name="parent") as parent:  # kedro-mlflow's run, in a test
+        # The default executor: one Ray task per run on a local Ray instance.
+        manifest = train_sweep(packed, store, tiny_params(executor={"kind": "ray"}))
     assert list(manifest.columns) == list(MANIFEST_COLUMNS)
     assert len(manifest) == 2
     assert set(manifest["stop_reason"]) == {"budget"}
@@ -101,6 +104,12 @@ def test_sweep_writes_manifest_and_nested_mlflow_runs(packed, tmp_path):
     assert again["steps_trained"].tolist() == [6, 6]
 
 
+def test_sweep_rejects_a_batch_that_ranks_cannot_split(packed, tmp_path):
+    params = tiny_params(batch_sizes=[4, 6], executor={"kind": "sequential", "ranks_per_run": 4})
+    with pytest.raises(ValueError, match=r"batch size 6 .*ranks_per_run=4"):
+        train_sweep(packed, CheckpointStore(tmp_path), params)
+
+
 def test_online_evaluator_scores_a_model(packed):
     evaluate = make_online_evaluator(
         packed, 16, {"n_probes": 8, "token_pool_size": 40, "probe_seed": 0}
@@ -108,8 +117,18 @@ def test_online_evaluator_scores_a_model(packed):
     model = build_model("attn-only-2l-d64", VOCAB, 16, seed=0).eval()
     with torch.no_grad():
         scores = evaluate(model)
+    assert scores.pop("probe_length") == 8.0  # min(50, C // 2) without a sweep length
     assert set(scores) == {"prefix_matching_best_layer1", "prefix_matching_best_layer0"}
     assert all(0.0 <= v <= 1.0 and not math.isnan(v) for v in scores.values())
+
+
+def test_sweep_probe_length_is_fixed_by_the_smallest_context():
+    params = {"context_lengths": [16, 32, 64], "online_emergence": {}}
+    assert sweep_probe_length(params) == 8
+    assert sweep_probe_length({**params, "context_lengths": [200, 400]}) == 50
+    assert sweep_probe_length({**params, "online_emergence": {"probe_length": 6}}) == 6
+    with pytest.raises(ValueError, match="online_emergence.probe_length"):
+        sweep_probe_length({**params, "online_emergence": {"probe_length": 9}})
 
 
 def test_checkpoint_store_dataset(tmp_path):
@@ -139,3 +158,29 @@ def test_pipeline_runs_on_an_in_memory_catalog(packed, tmp_path):
     SequentialRunner().run(pipeline, catalog)
     manifest = catalog["sweep_manifest"].load()
     assert isinstance(manifest, pd.DataFrame) and len(manifest) == 1
+
+
+def test_variant_entries_with_options_become_labelled_cells():
+    params = {
+        "presets": ["p"],
+        "batch_sizes": [8],
+        "context_lengths": [16],
+        "seeds": [0],
+        "max_steps": 10,
+        "data_variants": [
+            "natural",
+            {"variant": "copy_spans", "label": "cs_half", "options": {"copy_rate": 0.5}},
+        ],
+        "variant_options": {"copy_spans": {"span_max_fraction": 0.25}},
+    }
+    natural, half = expand_grid(params)
+    assert natural.run_name == "p_B8_C16_natural_s0" and natural.variant_options == {}
+    assert half.run_name == "p_B8_C16_cs_half_s0"
+    assert half.data_variant == "copy_spans"
+    assert half.variant_options == {
+        "copy_rate": 0.5,
+        "span_min_fraction": 0.125,
+        "span_max_fraction": 0.25,
+    }
+    with pytest.raises(ValueError, match="training.data_variants"):
+        expand_grid({**params, "data_variants": [{"label": "x"}]})

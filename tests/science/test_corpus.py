@@ -124,7 +124,15 @@ def test_bad_records_are_counted_named_and_skipped(
     assert f"{bad_file}:2: invalid_json" in messages
     assert f"{bad_file}:5: invalid_utf8" in messages
     assert "garbage.jsonl.zst:1: corrupt_shard" in messages
-    assert "trunc.jsonl.zst" in messages and "truncated" in messages
+    trunc_file = str(tmp_path / "trunc.jsonl.zst")
+    # The truncation is located at the shard's last good line, which is the last document kept.
+    assert stats.examples["corrupt_shard"] == [
+        f"{tmp_path / 'garbage.jsonl.zst'}:1",
+        f"{trunc_file}:{n_trunc}",
+    ]
+    assert docs[-1].doc_id == f"trunc.jsonl.zst:{n_trunc}"
+    assert f"{trunc_file}:{n_trunc}: corrupt_shard (truncated:" in messages
+    assert f"{n_trunc} is the last good line" in messages
     assert stats.documents == len(docs)
     assert stats.bad_fraction == pytest.approx(7 / (len(docs) + 7))
 
@@ -221,3 +229,18 @@ def test_document_selection_filters_by_mask_and_split(tmp_path: Path) -> None:
     assert t_ids | v_ids == {i for i in range(300) if i % 3}
     assert v_ids == {i for i in range(300) if i % 3 and is_held_out(texts[i], 0.1)}
     assert list(val.texts()) == [texts[i] for i in sorted(v_ids)]
+
+
+def test_shard_truncated_before_its_first_line_is_one_bad_record_at_line_1(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    payload = b"".join(json.dumps(record(f"doc {i}")).encode() + b"\n" for i in range(3))
+    full = zstandard.ZstdCompressor().compress(payload)
+    (tmp_path / "cut.jsonl.zst").write_bytes(full[:12])
+    stats = IngestionStats()
+    with caplog.at_level(logging.WARNING, logger="ih_kedro.science.corpus"):
+        docs = list(iter_pile_documents([tmp_path / "cut.jsonl.zst"], stats))
+    assert docs == []
+    assert stats.bad == {"corrupt_shard": 1}
+    assert stats.examples["corrupt_shard"] == [f"{tmp_path / 'cut.jsonl.zst'}:1"]
+    assert "no complete line before the cut" in caplog.text

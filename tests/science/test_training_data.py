@@ -7,7 +7,10 @@ import pytest
 
 from ih_kedro.science.training_data import (
     DATA_VARIANTS,
+    VARIANT_CHECKS,
+    count_copy_events,
     expected_copied_fraction,
+    expected_copy_events,
     sample_batch,
     span_length_bounds,
 )
@@ -96,3 +99,35 @@ def test_unknown_variant_and_short_corpus_are_rejected(stream):
     with pytest.raises(ValueError, match="fewer than one sequence"):
         sample_batch(stream[:5], 2, 8, seed=0, step=0)
     assert {"natural", "copy_spans"} <= set(DATA_VARIANTS)
+
+
+@pytest.mark.parametrize("context", [16, 32, 64])
+def test_fixed_rate_copies_hold_c_over_t_events_copied_from_earlier(stream, context):
+    batch = sample_batch(stream, 32, context, seed=2, step=9, data_variant="fixed_rate_copies",
+                         variant_options={"tokens_per_event": 16, "span_min": 4, "span_max": 8})  # fmt: skip
+    rows = batch.tokens.numpy()
+    # C / 16 events in every sequence (an integer here), each a separate run of the mask.
+    assert count_copy_events(batch.copied) == 32 * context // 16
+    for row, mask in zip(rows, batch.copied, strict=True):
+        starts = np.flatnonzero(mask & ~np.concatenate([[False], mask[:-1]]))
+        ends = np.flatnonzero(mask & ~np.concatenate([mask[1:], [False]]))
+        for start, end in zip(starts, ends, strict=True):
+            length = end - start + 1
+            assert 4 <= length <= 8
+            span = row[start : end + 1]
+            # The same tokens occur earlier, ending before the copy starts (a source may
+            # overlap an earlier copy, so the span need not be a contiguous slice of the stream).
+            assert any(np.array_equal(row[s : s + length], span) for s in range(start - length + 1))
+    # The copied share is E[length] / T, the same at every C (6/16 of C of C + 1 positions).
+    assert batch.copied_fraction == pytest.approx(6 / 16 * context / (context + 1), abs=0.05)
+
+
+def test_fixed_rate_copies_fractional_rate_and_option_check(stream):
+    batch = sample_batch(stream, 400, 24, seed=0, step=0, data_variant="fixed_rate_copies")
+    # 24 / 16 = 1.5 events per sequence: one, plus a second with probability 0.5.
+    assert count_copy_events(batch.copied) / 400 == pytest.approx(1.5, abs=0.08)
+    assert expected_copy_events(24, 16) == 1.5
+    with pytest.raises(ValueError, match="variant_options.fixed_rate_copies"):
+        VARIANT_CHECKS["fixed_rate_copies"]({"span_max": 12}, 16)
+    with pytest.raises(ValueError, match="tokens_per_event"):
+        VARIANT_CHECKS["fixed_rate_copies"]({"tokens_per_event": 0}, 16)

@@ -92,7 +92,7 @@ class IngestionStats:
             ``bytes_in`` for text bytes.
         bad: Bad records by category (see :data:`BAD_CATEGORIES`). A corrupt or truncated
             ``.zst`` shard counts as one ``corrupt_shard`` record (its readable lines count
-            as usual).
+            as usual); a truncated one is located at its last complete line.
         examples: Up to 5 ``"file:line"`` locations per bad category.
         by_set: Good documents per ``pile_set_name``.
     """
@@ -216,7 +216,8 @@ def iter_pile_documents(
 
     Bad records (a corrupt/truncated ``.zst`` shard, non-UTF-8 bytes, invalid JSON, a missing
     or non-string ``text``, an empty/whitespace text) are logged with file and line, counted
-    in ``stats.bad`` and skipped. This function never raises on bad content; callers apply
+    in ``stats.bad`` and skipped. A truncated ``.zst`` shard yields every complete line before
+    the cut; the truncation is one ``corrupt_shard`` record at ``<file>:<last good line>``. This function never raises on bad content; callers apply
     :meth:`IngestionStats.check`.
     """
     stats = stats if stats is not None else IngestionStats()
@@ -257,7 +258,18 @@ def iter_pile_documents(
                 stats.by_set[set_name] += 1
                 yield Document(f"{name}:{line_no}", text, set_name, str(path), line_no, ordinal)
                 ordinal += 1
-        except (zstandard.ZstdError, _TruncatedShardError, OSError) as exc:
+        except _TruncatedShardError as exc:
+            # The readable prefix was ingested above; the truncation is one bad record, located
+            # at the last complete line so the log says how far the shard is usable.
+            stats.record_bad(
+                "corrupt_shard",
+                str(path),
+                max(line_no, 1),
+                f"truncated: {exc}; lines 1-{line_no} read, {line_no} is the last good line"
+                if line_no
+                else f"truncated: {exc}; no complete line before the cut",
+            )
+        except (zstandard.ZstdError, OSError) as exc:
             stats.record_bad(
                 "corrupt_shard", str(path), line_no + 1, f"{type(exc).__name__}: {exc}"
             )

@@ -2,9 +2,10 @@
 
 One code path for a laptop CPU and a GPU node: every run goes through
 ``deepspeed.initialize``. On CPU without the ``deepspeed`` launcher the process initialises a
-one-rank gloo group itself (once per process; every run of a sweep reuses it). Under the
-launcher (``deepspeed --num_gpus N -m ih_kedro run ...``) the environment already names the
-ranks and ZeRO / bf16 come from the DeepSpeed config dict in the parameters.
+one-rank gloo group itself (once per process; every run of a sweep reuses it). A multi-rank run
+is one job of the ``deepspeed`` launcher started by :mod:`ih_kedro.science.sweep`
+(``ranks_per_run``): its environment names the ranks, and ZeRO / bf16 come from the DeepSpeed
+config dict in the parameters.
 
 Determinism: the model's initialisation is seeded by the run seed, the batch of step ``s`` is a
 pure function of (seed, s) (:mod:`ih_kedro.science.training_data`), there is no dropout, and the
@@ -15,6 +16,7 @@ that was never interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -23,7 +25,7 @@ import re
 import shutil
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,14 @@ import torch
 from ih_kedro.science.models import build_model, count_parameters, training_flops_per_token
 from ih_kedro.science.packed import PackedTokens
 from ih_kedro.science.runtime import configure_runtime
-from ih_kedro.science.training_data import DATA_VARIANTS, sample_batch, span_length_bounds
+from ih_kedro.science.training_data import (
+    DATA_VARIANTS,
+    VARIANT_CHECKS,
+    count_copy_events,
+    load_variant_providers,
+    sample_batch,
+    span_length_bounds,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +59,8 @@ MANIFEST_COLUMNS = (
     "seed",
     "data_variant",
     "copy_rate",
+    "copy_events_per_sequence",
+    "copied_token_fraction",
     "learning_rate",
     "max_steps",
     "steps_trained",
@@ -145,6 +156,12 @@ class TrainingRunConfig:
         return self.n_positions if self.n_positions is not None else self.context_length
 
     @property
+    def run_variant_options(self) -> dict[str, Any]:
+        """The variant's options plus ``total_steps`` (the run's step budget, for schedules
+        such as an annealed snippet mix ratio)."""
+        return {**self.variant_options, "total_steps": self.total_steps}
+
+    @property
     def copy_rate(self) -> float:
         """Probability that a sequence carries a copied span (0 for natural text)."""
         if self.data_variant == "natural":
@@ -198,6 +215,7 @@ def validate_run_config(config: TrainingRunConfig, vocab_size: int, corpus_token
             f"train_tokens: the corpus has {corpus_tokens} tokens, fewer than one sequence of "
             f"context_length + 1 = {width}{where}"
         )
+    load_variant_providers()
     if config.data_variant not in DATA_VARIANTS:
         raise ValueError(
             f"{_param('data_variant')}: unknown data variant {config.data_variant!r}; choose "
@@ -236,6 +254,8 @@ def validate_run_config(config: TrainingRunConfig, vocab_size: int, corpus_token
         if value is not None and value <= 0:
             raise ValueError(f"training.{key}: must be positive, got {value}")
     config.total_steps  # noqa: B018 - raises if neither budget is given
+    if config.data_variant in VARIANT_CHECKS:
+        VARIANT_CHECKS[config.data_variant](config.run_variant_options, config.context_length)
     if config.checkpoint_unit not in ("steps", "tokens"):
         raise ValueError(
             f"training.checkpoint_unit: 'steps' or 'tokens', got {config.checkpoint_unit!r}"
@@ -504,10 +524,35 @@ def init_distributed() -> tuple[int, int]:
     from deepspeed.accelerator import get_accelerator
 
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
-    deepspeed.init_distributed(
-        dist_backend=get_accelerator().communication_backend_name(), verbose=False
-    )
+    with _no_shm_op_in_a_world_of_one(get_accelerator().device_name()):
+        deepspeed.init_distributed(
+            dist_backend=get_accelerator().communication_backend_name(), verbose=False
+        )
     return dist.get_rank(), dist.get_world_size()
+
+
+@contextlib.contextmanager
+def _no_shm_op_in_a_world_of_one(device_name: str) -> Iterator[None]:
+    """Skip DeepSpeed's CPU shared-memory all-reduce op when there is one rank.
+
+    On CPU, DeepSpeed JIT-compiles that op (a C++ build under a file lock in
+    ``~/.cache/torch_extensions``) when the first process group starts, even for a world of
+    one, which never communicates: every sweep worker would wait on that build. Ranks of a
+    multi-rank job still get it.
+    """
+    if device_name != "cpu" or os.environ.get("WORLD_SIZE", "1") != "1":
+        yield
+        return
+    import importlib
+
+    # The module itself: ``deepspeed.comm.torch`` as an attribute is the torch package.
+    ds_torch = importlib.import_module("deepspeed.comm.torch")
+    build = ds_torch.build_shm_op
+    ds_torch.build_shm_op = lambda: None
+    try:
+        yield
+    finally:
+        ds_torch.build_shm_op = build
 
 
 def deepspeed_config_for_run(
@@ -650,6 +695,8 @@ def train_run(
         "step": 0,
         "wall_seconds": 0.0,
         "copied_tokens": 0,
+        "copy_events": 0,
+        "sequences": 0,
         "batch_tokens": 0,
         "mlflow_run_id": None,
         "policy": policy.state_dict(),
@@ -715,6 +762,8 @@ def train_run(
         window_start = time.perf_counter()
         window_steps = 0
         engine.train()
+        variant_options = config.run_variant_options
+        window_variant_tokens = 0
         stopping = step >= total_steps or policy.should_stop(step)
         while not stopping:
             batch = sample_batch(
@@ -724,7 +773,7 @@ def train_run(
                 config.seed,
                 step,
                 data_variant=config.data_variant,
-                variant_options=config.variant_options,
+                variant_options=variant_options,
             )
             tokens = batch.tokens[rows].to(device)  # (B/W, C+1)
             logits = engine(input_ids=tokens[:, :-1]).logits  # (B/W, C, vocab)
@@ -736,7 +785,10 @@ def train_run(
             engine.step()
             step += 1
             state["copied_tokens"] += int(batch.copied.sum())
+            state["copy_events"] += count_copy_events(batch.copied)
+            state["sequences"] += batch.copied.shape[0]
             state["batch_tokens"] += batch.copied.size
+            window_variant_tokens += int(batch.copied.sum())
             loss_sum += loss.detach()
             loss_count += 1
             window_steps += 1
@@ -754,6 +806,11 @@ def train_run(
                     "flops": flops_per_token * tokens_seen,
                     "tokens_per_second": window_steps * config.tokens_per_step / elapsed,
                     "copied_token_fraction": state["copied_tokens"] / state["batch_tokens"],
+                    # Tokens a data variant wrote (copied spans, snippets) per step of the
+                    # window since the last log, and their share of those batches.
+                    "variant_tokens_per_step": window_variant_tokens / window_steps,
+                    "variant_batch_share": window_variant_tokens
+                    / (window_steps * batch.copied.size),
                 }
                 tracker.log_metrics(metrics, step)  # a NullTracker on ranks other than 0
                 progress.set_postfix(loss=f"{mean_loss:.3f}")
@@ -761,6 +818,7 @@ def train_run(
                 loss_count = 0
                 window_start = time.perf_counter()
                 window_steps = 0
+                window_variant_tokens = 0
 
             evaluated = evaluate is not None and step % config.eval_every == 0
             if evaluated:
@@ -815,6 +873,9 @@ def train_run(
             "n_parameters": n_parameters,
             "copied_token_fraction": (
                 state["copied_tokens"] / state["batch_tokens"] if state["batch_tokens"] else 0.0
+            ),
+            "copy_events_per_sequence": (
+                state.get("copy_events", 0) / state["sequences"] if state.get("sequences") else 0.0
             ),
             "final_loss": state["last_loss"],
             "flops_per_token": flops_per_token,

@@ -214,3 +214,75 @@ def test_tiny_grid_one_seed():
     fit = fit_emergence_law(synthetic_table(batches=(32, 64), contexts=(32, 64), n_seeds=1))
     assert fit.n_runs == 4 and np.isfinite(fit.a) and np.isfinite(fit.b)
     assert math.isnan(fit.loo_r_log)  # 3 runs left cannot fit 3 coefficients plus error
+
+
+def _scattered_table(seed: int, config_sd: float = 0.2, seed_sd: float = 0.05) -> pd.DataFrame:
+    """Two seeds per configuration sharing a configuration-level deviation from the law."""
+    rng = np.random.default_rng(seed)
+    table = synthetic_table(seed=seed, sd=0.0, n_seeds=2)
+    shift = {key: rng.normal(0, config_sd) for key in table.run_name.str.rsplit("_", n=1).str[0]}
+    noise = table.run_name.str.rsplit("_", n=1).str[0].map(shift) + rng.normal(
+        0, seed_sd, len(table)
+    )
+    return table.assign(step=table.step * np.exp(noise))
+
+
+def test_cluster_robust_cis_cover_under_configuration_scatter():
+    # Seeds of a configuration share its deviation: treating them as independent runs
+    # (classical OLS) undercovers; clustering by configuration restores coverage.
+    n_sim = 150
+    hits = {True: 0, False: 0}
+    for seed in range(n_sim):
+        table = _scattered_table(seed)
+        for clustered in hits:
+            fit = fit_emergence_law(table, leave_one_out=False, cluster_by_configuration=clustered)
+            hits[clustered] += fit.a_ci[0] <= A <= fit.a_ci[1]
+            assert fit.covariance == (
+                "cluster-robust by configuration" if clustered else "classical"
+            )
+    assert hits[True] / n_sim >= 0.86, hits
+    assert hits[False] / n_sim <= 0.83, hits
+
+
+def test_tobit_cluster_sandwich_matches_statsmodels_ols_cluster():
+    # Without censoring the Tobit MLE is OLS, and its cluster sandwich (reparameterisation
+    # invariant) equals statsmodels' cluster covariance up to its (N - 1) / (N - K) factor.
+    table = _scattered_table(3)
+    ols = fit_emergence_law(table, leave_one_out=False)
+    tobit = fit_emergence_law(table, censored="tobit", leave_one_out=False)
+    assert ols.n_clusters == tobit.n_clusters == 9 and ols.df_resid == tobit.df_resid == 6
+    np.testing.assert_allclose(tobit.params, ols.params, rtol=1e-7)
+    n, k = len(table), 3
+    np.testing.assert_allclose(tobit.cov * (n - 1) / (n - k), ols.cov, rtol=1e-5)
+
+
+def test_tobit_converges_without_warnings_on_well_posed_data(caplog):
+    table = synthetic_table(seed=2, sd=0.1)
+    table = _censor_slowest(table, budget=float(np.quantile(table.step, 0.8)))
+    assert 0 < table.censored.sum() < len(table) // 2
+    with caplog.at_level(logging.WARNING, logger="ih_kedro.science.statistics.emergence_law"):
+        fit = fit_emergence_law(
+            table.drop(columns="censored").assign(
+                status=np.where(table.censored, "censored", "emerged")
+            ),
+            censored="tobit",
+        )
+    assert not [r for r in caplog.records if "tobit" in r.getMessage()], caplog.text
+    assert fit.a_ci[0] <= A <= fit.a_ci[1] and fit.b_ci[0] <= B <= fit.b_ci[1]
+    assert fit.n_censored == int(table.censored.sum())
+
+
+def test_status_column_excludes_left_censored_and_failed_rows(caplog):
+    table = synthetic_table(n_seeds=2)
+    table["status"] = "emerged"
+    table.loc[0, "status"] = "left_censored"
+    table.loc[1, ["status", "step"]] = ["fit_failed", np.nan]
+    table.loc[2, "status"] = "censored"
+    table.loc[2, "last_step"] = table.loc[2, "step"]
+    with caplog.at_level(logging.WARNING):
+        fit = fit_emergence_law(table, censored="tobit", leave_one_out=False)
+    assert (fit.n_left_censored, fit.n_fit_failed, fit.n_censored) == (1, 1, 1)
+    assert fit.n_runs == len(table) - 2
+    assert "1 left-censored runs" in caplog.text and "1 runs whose estimator failed" in caplog.text
+    summary = fit_summary_dict(fit)
+    assert summary["n_left_censored"] == 1 and summary["n_fit_failed"] == 1

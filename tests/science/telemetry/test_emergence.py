@@ -118,9 +118,11 @@ def test_never_crossing_is_censored_with_last_step():
         est = estimate_emergence(
             STEPS, STEPS * 10, flat, method=method, threshold=0.4, n_bootstrap=20, min_layer=1
         )
-        assert est.censored, method
-        assert math.isnan(est.step) and math.isnan(est.tokens)
+        assert est.censored and est.status == "censored", method
+        # The censoring point: step and tokens at the last checkpoint.
+        assert est.step == 2000.0 and est.tokens == 20000.0, method
         assert est.last_step == 2000.0
+        assert math.isnan(est.ci_low) and math.isnan(est.ci_high)
 
 
 def test_estimate_validates_arguments():
@@ -191,7 +193,12 @@ def test_table_has_columns_and_joins_covariates():
     # The second run has no associative_recall samples: 3 rows, censored run kept.
     assert len(table) == 3
     censored = table[table.run_name == "b64_c32_s0"].iloc[0]
-    assert censored.censored and np.isnan(censored.step) and censored.last_step == 2000.0
+    assert censored.censored and censored.status == "censored"
+    assert censored.step == 2000.0 and censored.last_step == 2000.0
+    assert censored.tokens == 2000.0 * 64 * 32
+    assert table.status.tolist() == ["emerged", "emerged", "censored"]
+    assert table.reason.tolist()[:2] == ["", ""]
+    assert table.min_layer.tolist() == [1, 0, 1]
     assert censored.batch_size == 64
     emerged = table[(table.run_name == "b32_c32_s0") & (table.metric == "prefix_matching")]
     assert emerged.step.iloc[0] == pytest.approx(
@@ -200,3 +207,63 @@ def test_table_has_columns_and_joins_covariates():
     assert table.threshold.tolist() == [0.4, 0.3, 0.4]
     # Without a manifest: only the emergence columns.
     assert list(detect_emergence_table(runs, None, specs[:1]).columns) == EMERGENCE_COLUMNS
+
+
+def test_left_censored_when_above_threshold_at_the_first_checkpoint():
+    flat = _samples(np.full(STEPS.size, 0.7), sd=0.01, seed=5)
+    est = estimate_emergence(STEPS, STEPS * 10, flat, threshold=0.4, n_bootstrap=10, min_layer=1)
+    assert est.status == "left_censored" and not est.censored
+    assert est.step == 50.0 and est.tokens == 500.0
+    assert "first checkpoint" in est.reason
+    assert math.isnan(est.ci_low)
+
+
+@pytest.mark.parametrize(
+    ("method", "n_points", "reason"),
+    [("logistic", 4, "the logistic needs 5"), ("piecewise", 3, "the piecewise fit needs 4")],
+)
+def test_too_few_points_is_fit_failed_not_censored(method, n_points, reason):
+    steps = np.array([100.0, 200.0, 400.0, 800.0])[:n_points]
+    curve = np.array([0.05, 0.1, 0.5, 0.6])[:n_points]  # it rises: not censored
+    flat = np.broadcast_to(curve[:, None], (n_points, 8)).copy()  # (K, n)
+    est = estimate_emergence(steps, steps * 10, flat, method=method, n_bootstrap=0)
+    assert est.status == "fit_failed" and not est.censored
+    assert reason in est.reason
+    assert math.isnan(est.step) and math.isnan(est.tokens)
+
+
+def test_logistic_midpoint_after_the_last_checkpoint_is_fit_failed():
+    # Still rising steeply at the last checkpoint: the fitted midpoint is extrapolated.
+    steps = STEPS[:12]  # up to step 600
+    curve = _log_logistic(steps, 800.0, width=0.3)
+    flat = np.broadcast_to(curve[:, None], (steps.size, 8)).copy()
+    est = estimate_emergence(steps, steps, flat, method="logistic", n_bootstrap=0)
+    assert est.status == "fit_failed"
+    assert "after the last checkpoint" in est.reason
+
+
+def test_min_layer_beyond_the_model_names_the_spec_parameter():
+    runs = {"r": {"steps": STEPS, "tokens": STEPS, "prefix_matching": _samples(STEPS * 0, n=4)}}
+    specs = [{"metric": "prefix_matching", "threshold": 0.4, "min_layer": 2, "n_bootstrap": 0}]
+    with pytest.raises(ValueError, match=r"telemetry\.emergence\.metrics\[0\]\.min_layer"):
+        detect_emergence_table(runs, None, specs)
+
+
+def test_bootstrap_ci_covers_with_noise_correlated_across_checkpoints():
+    # Each probe sample carries a persistent offset across all checkpoints (plus small
+    # independent noise): the per-checkpoint means move together, so S* varies more than
+    # independent noise suggests. Resampling whole probe samples keeps that correlation.
+    truth_curve = _log_logistic(STEPS, 800.0)
+    truth = threshold_crossing(STEPS, truth_curve, 0.4)
+    n_sim, hits, widths = 120, 0, []
+    for sim in range(n_sim):
+        rng = np.random.default_rng(1000 + sim)
+        offsets = rng.normal(0.0, 0.15, size=(1, 40))  # (1, n): per probe sample
+        noise = rng.normal(0.0, 0.05, size=(STEPS.size, 40))  # (K, n)
+        samples = truth_curve[:, None] + offsets + noise  # (K, n)
+        est = estimate_emergence(STEPS, STEPS, samples, threshold=0.4, n_bootstrap=200, seed=sim)
+        assert est.status == "emerged"
+        hits += est.ci_low <= truth <= est.ci_high
+        widths.append(est.ci_high - est.ci_low)
+    assert 0.88 <= hits / n_sim <= 0.99, hits
+    assert np.median(widths) > 50  # the correlated offsets make the CI wide (steps)

@@ -97,6 +97,7 @@ def select_emergence_rows(emergence_table: pd.DataFrame, params: dict[str, Any])
 
 def _failed_summary(p: dict[str, Any], rows: pd.DataFrame, reason: str) -> dict[str, Any]:
     censored = int(rows["censored"].sum()) if "censored" in rows else 0
+    statuses = rows["status"].value_counts().to_dict() if "status" in rows else {}
     seeds = sorted(int(s) for s in rows["seed"].dropna().unique()) if "seed" in rows else []
     return {
         "status": f"insufficient_data: {reason}",
@@ -104,6 +105,7 @@ def _failed_summary(p: dict[str, Any], rows: pd.DataFrame, reason: str) -> dict[
         "censored_handling": p["censored"],
         "n_runs": len(rows),
         "n_censored": censored,
+        "status_counts": {str(k): int(v) for k, v in statuses.items()},
         "seeds": seeds,
     }
 
@@ -147,6 +149,10 @@ def fit_emergence_law_node(
         summary = {**_failed_summary(p, rows, str(err)), **selection}
         return summary, pd.DataFrame(columns=["parameter", "estimate", "ci_low", "ci_high"])
     summary = {"status": "ok", **selection, **fit_summary_dict(fit)}
+    if "status" in rows:
+        summary["status_counts"] = {
+            str(k): int(v) for k, v in rows["status"].value_counts().items()
+        }
     logger.info(
         "emergence law (%s, %s): a = %.3f [%.3f, %.3f], b = %.3f [%.3f, %.3f], r = %.3f, "
         "n = %d runs (%d censored), seeds %s",
@@ -279,12 +285,18 @@ def plot_trajectories(
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     ax_steps, ax_scaled = fig.subplots(1, 2)
 
+    seeds = "seed" in curves and curves["seed"].nunique() > 1
+    if seeds:
+        curves["seed"] = curves["seed"].astype(int).astype(str)
+
     def one_line_per_run(x: str, ax: Any, legend: bool) -> None:
+        # Colour = cell, line style = seed: every seed replicate is its own line.
         sns.lineplot(
             data=curves,
             x=x,
             y="value",
             hue="cell",
+            style="seed" if seeds else None,
             units="run_name",
             estimator=None,
             ax=ax,
@@ -321,6 +333,8 @@ def _observed_vs_predicted(
 ) -> pd.DataFrame:
     p = _params(params)
     rows = select_emergence_rows(emergence_table, p)
+    if "status" in rows:  # only runs that emerged have an observed S*
+        rows = rows[rows["status"] == "emerged"]
     rows = rows[~rows["censored"].astype(bool)] if "censored" in rows else rows
     rows = rows[rows["step"].notna()]
     pred = predict_emergence(
@@ -366,7 +380,12 @@ def plot_predicted_vs_observed(
     data["cell"] = [
         f"B{b:g} C{c:g}" for b, c in zip(data["batch_size"], data["context_length"], strict=True)
     ]
-    sns.scatterplot(data=data, x="predicted", y="observed", hue="cell", ax=ax, zorder=2)
+    seeds = "seed" in data and data["seed"].nunique() > 1
+    if seeds:
+        data["seed"] = data["seed"].astype(int).astype(str)
+    # One marker per seed: replicates of a cell show the seed-to-seed scatter the CIs carry.
+    sns.scatterplot(data=data, x="predicted", y="observed", hue="cell",
+                    style="seed" if seeds else None, ax=ax, zorder=2)  # fmt: skip
     lo = np.nanmin(data[["low", "observed"]].to_numpy()) * 0.8
     hi = np.nanmax(data[["high", "observed"]].to_numpy()) * 1.25
     ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--", label="identity")
@@ -382,7 +401,7 @@ def plot_predicted_vs_observed(
         f"b = {fmt(b['estimate'])} [{fmt(b['ci_low'])}, {fmt(b['ci_high'])}], "
         f"r = {fmt(r['estimate'])}\n"
         f"n = {law_fit_summary['n_runs']} runs ({law_fit_summary['n_censored']} censored), "
-        f"seeds {law_fit_summary['seeds']}",
+        f"seeds {law_fit_summary['seeds']}, {law_fit_summary.get('covariance', 'classical')} CIs",
         fontsize=9,
     )
     return fig

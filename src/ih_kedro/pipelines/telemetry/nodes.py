@@ -21,6 +21,7 @@ from transformers import AutoConfig  # noqa: E402
 
 from ih_kedro.science.packed import PackedTokens  # noqa: E402
 from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint  # noqa: E402
+from ih_kedro.science.telemetry.emergence import validate_min_layers  # noqa: E402
 from ih_kedro.science.telemetry.probes import (  # noqa: E402
     REFERENCE_PROBE_LENGTH,
     ProbeSet,
@@ -34,17 +35,19 @@ from ih_kedro.science.telemetry.scores import score_checkpoint  # noqa: E402
 logger = logging.getLogger(__name__)
 
 HEAD_COLUMNS = ["run_name", "step", "tokens_seen", "layer", "head", "metric", "value", "sd",
-                "probe_source"]  # fmt: skip
-MODEL_COLUMNS = ["run_name", "step", "tokens_seen", "metric", "value", "sd", "probe_source"]
+                "probe_source", "probe_length"]  # fmt: skip
+MODEL_COLUMNS = ["run_name", "step", "tokens_seen", "metric", "value", "sd", "probe_source",
+                 "probe_length"]  # fmt: skip
 SAMPLE_METRICS = ("prefix_matching", "associative_recall", "repeated_loss_drop")
 
 
 def make_probe_set(train_tokens: PackedTokens, params: dict[str, Any]) -> ProbeSet:
-    """The fixed probe set: repeated probes plus Bi-Induct variants (SEP = EOS).
+    """The fixed probe set: repeated probes plus Bi-Induct variants (SEP = ``sep_token_id``,
+    default EOS).
 
     ``params["probe"]``: ``n_samples``, ``length`` (null: the longest reference length 50;
-    each run uses ``min(50, C // 2)`` of it), ``source`` (``frequent`` | ``uniform``),
-    ``top_k``, ``seed``.
+    every run of a sweep uses the same ``min(50, min(C) // 2)`` of it), ``source``
+    (``frequent`` | ``uniform``), ``top_k``, ``seed``.
     """
     probe = params["probe"]
     eos = int(train_tokens.eos_token_id)
@@ -57,20 +60,36 @@ def make_probe_set(train_tokens: PackedTokens, params: dict[str, Any]) -> ProbeS
         raise ValueError(
             f"telemetry.probe.source must be 'frequent' or 'uniform', got {probe['source']!r}"
         )
+    # The snippet probes' separator: the tokenizer's <|sep|> id when given, else EOS.
+    sep = eos if probe.get("sep_token_id") is None else int(probe["sep_token_id"])
+    pool = pool[pool != sep]
     length = int(probe.get("length") or min(REFERENCE_PROBE_LENGTH, len(pool)))
     return build_probe_set(pool, int(probe["n_samples"]), length, int(probe["seed"]),
-                           probe["source"], sep_token=eos)  # fmt: skip
+                           probe["source"], sep_token=sep)  # fmt: skip
 
 
-def _run_probe_length(probe_set: ProbeSet, params: dict[str, Any], context_length: int) -> int:
+def sweep_probe_length(probe_set: ProbeSet, params: dict[str, Any], contexts: list[int]) -> int:
+    """One probe half-length ``L`` for every run of a sweep.
+
+    ``telemetry.probe.length`` when set, else ``min(50, min(C) // 2)`` over the sweep's context
+    lengths: the prefix-matching baseline, associative recall and the threshold's difficulty
+    then do not change with ``C``, the term the law estimates. Raises naming the parameter when
+    a run's context cannot hold the probe twice.
+    """
+    if not contexts:
+        return probe_set.length
     fixed = params["probe"].get("length")
-    length = int(fixed) if fixed else default_probe_length(int(context_length))
+    length = int(fixed) if fixed else default_probe_length(min(contexts))
+    if 2 * length > min(contexts):
+        raise ValueError(
+            f"telemetry.probe.length: {length} tokens twice exceed the smallest context length "
+            f"{min(contexts)} of the sweep"
+        )
     return min(length, probe_set.length)
 
 
-def _run_probes(probe_set: ProbeSet, params: dict[str, Any], context_length: int) -> ProbeSet:
-    """The run's probes: ``2L <= C``; snippets (``2L + 1`` tokens) shortened by one if needed."""
-    length = _run_probe_length(probe_set, params, context_length)
+def _run_probes(probe_set: ProbeSet, length: int, context_length: int) -> ProbeSet:
+    """The run's probes of length ``L``; snippets (``2L + 1`` tokens) shortened by one if needed."""
     probes = probe_set.with_length(length)
     if probes.variants and 2 * length + 1 > context_length:
         shorter = probe_set.with_length(max(1, (context_length - 1) // 2))
@@ -86,21 +105,28 @@ def score_checkpoints(
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict[str, np.ndarray]]]:
     """Score every checkpoint of every run in the manifest.
 
+    Every run is probed with the same half-length ``L`` (:func:`sweep_probe_length`), recorded
+    in the ``probe_length`` column of every score and in ``score_samples``.
+
     Returns tidy ``head_scores`` and ``model_scores`` and ``score_samples``:
     ``{run_name: {"steps": (K,), "tokens": (K,), "prefix_matching": (K, n, layers, heads),
-    "associative_recall": (K, n), "repeated_loss_drop": (K, n)}}``.
+    "associative_recall": (K, n), "repeated_loss_drop": (K, n), "probe_length": ()}}``.
     """
     head_rows: list[dict[str, Any]] = []
     model_rows: list[dict[str, Any]] = []
     samples: dict[str, dict[str, np.ndarray]] = {}
-    n_validation = int(params.get("n_validation_sequences", 16))
+    n_validation = int(params.get("n_validation_sequences", 128))
+    probe_length = sweep_probe_length(
+        probe_set, params, [int(c) for c in sweep_manifest.get("context_length", [])]
+    )
+    logger.info("telemetry: probe half-length L = %d for every run", probe_length)
     for run in sweep_manifest.itertuples(index=False):
         checkpoints = list_checkpoints(run.run_dir)
         if not checkpoints:
             logger.warning("run %s: no checkpoints under %s", run.run_name, run.run_dir)
             continue
         context_length = int(run.context_length)
-        probes = _run_probes(probe_set, params, context_length)
+        probes = _run_probes(probe_set, probe_length, context_length)
         validation = None
         if validation_tokens is not None and n_validation > 0:
             validation = np.asarray(validation_tokens.sequences(context_length)[:n_validation])
@@ -113,13 +139,14 @@ def score_checkpoints(
                 min_layer=int(params.get("min_layer", 1)), run_name=run.run_name, step=step,
                 tokens_seen=tokens_seen,
             )  # fmt: skip
-            head_rows.extend(heads)
-            model_rows.extend(models)
+            head_rows.extend({**row, "probe_length": probes.length} for row in heads)
+            model_rows.extend({**row, "probe_length": probes.length} for row in models)
             per_run["steps"].append(step)
             per_run["tokens"].append(tokens_seen)
             for metric in SAMPLE_METRICS:
                 per_run[metric].append(per_sample[metric])
         samples[run.run_name] = {key: np.stack(values) for key, values in per_run.items()}
+        samples[run.run_name]["probe_length"] = np.asarray(probes.length)
     head_scores = pd.DataFrame(head_rows, columns=HEAD_COLUMNS)
     model_scores = pd.DataFrame(model_rows, columns=MODEL_COLUMNS)
     return head_scores, model_scores, samples
@@ -245,6 +272,9 @@ def discover_external_checkpoints(params: dict[str, Any]) -> pd.DataFrame:
     rows = []
     for run_dir, found in runs.items():
         config = AutoConfig.from_pretrained(str(found[0][1]))
+        n_layers = getattr(config, "n_layer", None) or getattr(config, "num_hidden_layers", None)
+        if n_layers:  # min_layer beyond the model fails here, before any scoring
+            validate_min_layers(int(n_layers), params)
         context = params.get("external_context_length") or getattr(
             config, "max_position_embeddings", getattr(config, "n_positions", 512)
         )

@@ -7,6 +7,7 @@ the ``sweep_manifest`` table; a rerun skips runs whose ``run_summary.json`` exis
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from collections.abc import Callable, Mapping
@@ -21,7 +22,6 @@ from ih_kedro.science.training import (
     MANIFEST_COLUMNS,
     CheckpointStore,
     TrainingRunConfig,
-    train_run,
     validate_run_config,
 )
 
@@ -97,6 +97,43 @@ def run_name(
     return f"{preset}_B{batch_size}_C{context_length}_{variant}_s{seed}"
 
 
+def _variant_cells(params: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """The data-variant axis as ``(variant, label, options)`` triples.
+
+    Each entry of ``data_variants`` is either a variant name (options from
+    ``variant_options[<name>]``; for ``copy_spans`` also the top-level ``copy_rate`` /
+    ``span_min_fraction`` / ``span_max_fraction``) or a mapping
+    ``{variant: <name>, label: <short name for run names>, options: {...}}``, so an experiment can
+    sweep a variant's options (e.g. frequency x reliability) as cells of the grid.
+    """
+    per_variant = dict(params.get("variant_options") or {})
+    copy_rate = float(params.get("copy_rate", 1.0))
+    cells = []
+    for entry in _as_list(params, "data_variants"):
+        if isinstance(entry, Mapping):
+            if "variant" not in entry:
+                raise ValueError(f"training.data_variants: {dict(entry)!r} has no 'variant' key")
+            variant = str(entry["variant"])
+            options = {**dict(per_variant.get(variant) or {}), **dict(entry.get("options") or {})}
+            label = str(entry.get("label") or variant)
+        else:
+            variant = str(entry)
+            options = dict(per_variant.get(variant) or {})
+            label = variant
+        if variant == "copy_spans":
+            options = {
+                "copy_rate": copy_rate,
+                "span_min_fraction": float(params.get("span_min_fraction", 0.125)),
+                "span_max_fraction": float(params.get("span_max_fraction", 0.375)),
+                **options,
+            }
+            rate = float(options["copy_rate"])
+            if not isinstance(entry, Mapping) and rate != 1.0:
+                label = f"{variant}_r{rate:g}"
+        cells.append((variant, label, options))
+    return cells
+
+
 def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
     """One ``TrainingRunConfig`` per cell of presets × batch sizes × contexts × variants × seeds.
 
@@ -104,7 +141,6 @@ def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
     cell (held fixed across the sweep).
     """
     online = dict(params.get("online_emergence") or {})
-    copy_rate = float(params.get("copy_rate", 1.0))
     shared = {
         **_fields(params, _SHARED_FIELDS),
         **_fields(online, _ONLINE_FIELDS),
@@ -113,31 +149,26 @@ def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
         "deepspeed": dict(params.get("deepspeed") or {}),
     }
     configs = []
-    for preset, batch_size, context_length, data_variant, seed in itertools.product(
+    for preset, batch_size, context_length, (
+        data_variant,
+        label,
+        options,
+    ), seed in itertools.product(
         _as_list(params, "presets"),
         _as_list(params, "batch_sizes"),
         _as_list(params, "context_lengths"),
-        _as_list(params, "data_variants"),
+        _variant_cells(params),
         _as_list(params, "seeds"),
     ):
-        options: dict[str, Any] = {}
-        if data_variant == "copy_spans":
-            options = {
-                "copy_rate": copy_rate,
-                "span_min_fraction": float(params.get("span_min_fraction", 0.125)),
-                "span_max_fraction": float(params.get("span_max_fraction", 0.375)),
-            }
         configs.append(
             TrainingRunConfig(
-                run_name=run_name(
-                    str(preset), batch_size, context_length, data_variant, seed, copy_rate=copy_rate
-                ),
+                run_name=run_name(str(preset), batch_size, context_length, label, seed),
                 preset=preset,
                 batch_size=batch_size,
                 context_length=context_length,
                 seed=seed,
                 data_variant=data_variant,
-                variant_options=options,
+                variant_options=dict(options),
                 **shared,
             )
         )
@@ -147,15 +178,36 @@ def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
     return configs
 
 
+def sweep_probe_length(params: Mapping[str, Any]) -> int:
+    """The probe half-length ``L`` shared by every run of a sweep.
+
+    ``online_emergence.probe_length`` when set, else ``min(50, min(context_lengths) // 2)``: one
+    length for the whole grid, so the probe's difficulty and prefix-matching baseline do not
+    change with ``C`` (the term the law estimates). Raises naming the parameter when a run's
+    context cannot hold the probe twice.
+    """
+    contexts = [int(c) for c in _as_list(params, "context_lengths")]
+    online = dict(params.get("online_emergence") or {})
+    length = online.get("probe_length")
+    length = int(length) if length else min(50, min(contexts) // 2)
+    if length < 1 or 2 * length > min(contexts):
+        raise ValueError(
+            f"training.online_emergence.probe_length: {length} needs 1 <= 2 * L <= the smallest "
+            f"context length {min(contexts)}"
+        )
+    return length
+
+
 def make_online_evaluator(
     train_tokens: PackedTokens, context_length: int, options: Mapping[str, Any]
 ) -> Callable[[torch.nn.Module], dict[str, float]]:
     """Build ``evaluate(model)``: the best prefix-matching score of a head in layers ≥ 1.
 
-    Probes: ``n_probes`` sequences of ``L = min(50, C // 2)`` unique tokens (or
-    ``probe_length``) drawn from the ``token_pool_size`` most frequent training tokens, repeated
-    twice (CALIBRATION.md). Returns ``{"prefix_matching_best_layer1", "prefix_matching_best_layer0"}``
-    (for a one-layer model the first is layer 0's best).
+    Probes: ``n_probes`` sequences of ``probe_length`` unique tokens (``train_sweep`` fills it
+    with :func:`sweep_probe_length`, one length for the whole sweep; absent: ``min(50, C // 2)``)
+    drawn from the ``token_pool_size`` most frequent training tokens, repeated twice
+    (docs/calibration.md). Returns ``{"prefix_matching_best_layer1", "prefix_matching_best_layer0",
+    "probe_length"}`` (for a one-layer model the first is layer 0's best).
     """
     from ih_kedro.science.telemetry.probes import frequent_token_pool, repeated_token_probes
     from ih_kedro.science.telemetry.scores import prefix_matching_scores
@@ -166,7 +218,12 @@ def make_online_evaluator(
         int(options.get("token_pool_size", 500)),
         exclude=(train_tokens.eos_token_id,),
     )
-    length = options.get("probe_length") or min(50, context_length // 2)
+    length = int(options.get("probe_length") or min(50, context_length // 2))
+    if 2 * length > context_length:
+        raise ValueError(
+            f"training.online_emergence.probe_length: 2 x {length} tokens exceed the context "
+            f"length {context_length}"
+        )
     probes = repeated_token_probes(
         int(options.get("n_probes", 64)), int(length), pool, int(options.get("probe_seed", 0))
     )  # (n, 2L)
@@ -177,43 +234,85 @@ def make_online_evaluator(
         return {
             ONLINE_METRIC: float(later.max()),
             "prefix_matching_best_layer0": float(scores[0].max()),
+            "probe_length": float(length),
         }
 
     return evaluate
 
 
+def with_variant_data(
+    configs: list[TrainingRunConfig], variant_data: Mapping[str, Any] | None
+) -> list[TrainingRunConfig]:
+    """Add ``variant_data`` (options produced upstream, e.g. a saved model's path) to every run.
+
+    A cell's own options win over ``variant_data``. Values must be small and serialisable
+    (paths, checksums): configs travel to worker processes.
+    """
+    if not variant_data:
+        return configs
+    if not isinstance(variant_data, Mapping):
+        raise ValueError(
+            f"variant_data: expected a mapping of variant options, got {type(variant_data).__name__}"
+        )
+    for config in configs:
+        config.variant_options = {**dict(variant_data), **config.variant_options}
+    return configs
+
+
 def train_sweep(
-    train_tokens: PackedTokens, checkpoint_store: CheckpointStore, params: dict[str, Any]
+    train_tokens: PackedTokens,
+    checkpoint_store: CheckpointStore,
+    params: dict[str, Any],
+    variant_data: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """Train every cell of the sweep grid (resuming or skipping finished runs).
 
-    All configs are validated before the first step. Each run is an MLflow run nested under the
-    active run (``params["mlflow"]``, default on). Returns the ``sweep_manifest``: one row per
-    run with the columns of docs/architecture.md.
+    ``variant_data`` (optional input, see :func:`with_variant_data`) carries options that an
+    upstream node produced for the data variant, e.g. the path of a saved bigram model; it
+    makes that node a real dependency of the sweep. All configs are validated before the first
+    step. ``params["executor"]`` says where the runs execute
+    (:class:`~ih_kedro.science.sweep.ExecutorConfig`: Ray tasks by default, or
+    ``kind: sequential`` in this process). Each run is an MLflow run nested under the active
+    run (``params["mlflow"]``, default on). Returns the ``sweep_manifest``: one row per run with
+    the columns of docs/architecture.md. Raises ``SweepFailedError`` naming the runs that
+    failed (after the others finished).
     """
-    configs = expand_grid(params)
+    from ih_kedro.science.sweep import ExecutorConfig, TrackingSpec, run_sweep
+
+    configs = with_variant_data(expand_grid(params), variant_data)
     for config in configs:
         validate_run_config(config, train_tokens.vocab_size, len(train_tokens))
-    online = dict(params.get("online_emergence") or {})
-    tracker = None
+    executor = ExecutorConfig.from_params(params.get("executor"))
+    for config in configs:
+        if config.batch_size % executor.ranks_per_run:
+            raise ValueError(
+                f"training.batch_sizes: batch size {config.batch_size} is not divisible by "
+                f"training.executor.ranks_per_run={executor.ranks_per_run}"
+            )
+    online = {**dict(params.get("online_emergence") or {}),
+              "probe_length": sweep_probe_length(params)}  # fmt: skip
+    tracking = None
     if params.get("mlflow", True):
-        from ih_kedro.science.tracking import MlflowTracker
+        import mlflow
 
-        tracker = MlflowTracker()
-    evaluators: dict[int, Callable] = {}
-    rows = []
-    logger.info("training sweep: %d runs into %s", len(configs), checkpoint_store.root)
-    for index, config in enumerate(configs, start=1):
-        evaluate = None
-        if online.get("enabled", True):
-            if config.context_length not in evaluators:
-                evaluators[config.context_length] = make_online_evaluator(
-                    train_tokens, config.context_length, online
-                )
-            evaluate = evaluators[config.context_length]
-        logger.info("run %d/%d: %s", index, len(configs), config.run_name)
-        summary = train_run(config, train_tokens, checkpoint_store, tracker, evaluate)
-        rows.append({column: summary.get(column) for column in MANIFEST_COLUMNS})
+        from ih_kedro.science.tracking import absolute_tracking_uri
+
+        active = mlflow.active_run()
+        tracking = TrackingSpec(
+            absolute_tracking_uri(mlflow.get_tracking_uri()),
+            active.info.run_id if active is not None else None,
+        )
+    factory = None
+    if online.get("enabled", True):
+        factory = functools.partial(make_online_evaluator, options=online)
+    rows = run_sweep(
+        configs,
+        train_tokens,
+        checkpoint_store,
+        executor,
+        tracking=tracking,
+        evaluator_factory=factory,
+    )
     manifest = pd.DataFrame(rows, columns=list(MANIFEST_COLUMNS))
     manifest["online_emergence_step"] = manifest["online_emergence_step"].astype(float)
     return manifest

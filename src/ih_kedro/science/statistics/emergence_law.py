@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
-from scipy import optimize, special, stats
+from scipy import special, stats
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,9 @@ class EmergenceLawFit:
         n_runs: runs in the fit (including censored runs for Tobit).
         n_censored: censored runs in the input table.
         n_censored_excluded: censored runs dropped (``exclude``); 0 for Tobit.
+        n_left_censored, n_fit_failed: rows excluded by their emergence ``status``.
+        covariance: ``classical`` or ``cluster-robust by configuration``.
+        n_clusters: configurations in the cluster-robust covariance (0 when classical).
         n_configurations: distinct configurations in the fit.
         seeds: training seeds of the runs in the fit.
         wald_null: reference exponents tested, ``{"a": ..., "b": ...}`` (for the response:
@@ -100,6 +103,10 @@ class EmergenceLawFit:
     n_censored: int
     n_censored_excluded: int
     n_configurations: int
+    n_left_censored: int
+    n_fit_failed: int
+    covariance: str
+    n_clusters: int
     seeds: list[int]
     wald_null: dict[str, float]
     wald_statistic: float
@@ -128,6 +135,7 @@ class _Design:
     censored: np.ndarray  # (n,) bool
     constants: dict[str, float]
     identifiable: dict[str, bool]
+    groups: np.ndarray | None = None  # (n,) configuration of each run, for clustered CIs
 
 
 def _validate_table(table: pd.DataFrame, response: str, extra: Sequence[str]) -> None:
@@ -218,76 +226,148 @@ class _Core:
     sigma: float
     df_resid: float
     results: Any = None
+    n_clusters: int = 0  # configurations in a cluster-robust covariance; 0 = classical
 
 
-def _fit_ols(y: np.ndarray, X: np.ndarray) -> _Core:
-    results = sm.OLS(y, X).fit()
+def _fit_ols(y: np.ndarray, X: np.ndarray, groups: np.ndarray | None = None) -> _Core:
+    """OLS; with ``groups`` that repeat (seed replicates of a configuration) the covariance is
+    cluster-robust by group (statsmodels ``cov_type="cluster"``, t with G - 1 df), so the CIs
+    carry seed-to-seed scatter and correlation within a configuration; t quantiles on G - k
+    degrees of freedom (k coefficients)."""
+    n_groups = len(pd.unique(groups)) if groups is not None else 0
+    if groups is not None and 1 < n_groups < len(groups) and n_groups > X.shape[1] + 1:
+        codes = pd.factorize(groups)[0]
+        results = sm.OLS(y, X).fit(cov_type="cluster", cov_kwds={"groups": codes}, use_t=True)
+        # t on G - k df (not statsmodels' G - 1): B and C are constant within a cluster, and
+        # with ~9 configurations G - 1 undercovers (simulated: 0.85 vs 0.88 at 95%).
+        df = float(n_groups - X.shape[1])
+    else:
+        results = sm.OLS(y, X).fit()
+        df, n_groups = float(results.df_resid), 0
     return _Core(
         params=np.asarray(results.params, dtype=float),
         cov=np.asarray(results.cov_params(), dtype=float),
         sigma=float(math.sqrt(results.scale)),
-        df_resid=float(results.df_resid),
+        df_resid=df,
         results=results,
+        n_clusters=n_groups,
     )
 
 
-def _tobit_nll_grad(
+def _tobit_terms(
     theta: np.ndarray, y: np.ndarray, X: np.ndarray, censored: np.ndarray
-) -> tuple[float, np.ndarray]:
-    """Negative log-likelihood (and gradient) of a right-censored Gaussian regression."""
-    beta, log_sigma = theta[:-1], theta[-1]
-    sigma = math.exp(log_sigma)
-    mu = X @ beta
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """NLL, gradient, Hessian and per-run scores of a right-censored Gaussian regression.
+
+    Olsen's parameterisation ``theta = (delta, tau)`` with ``delta = beta / sigma`` and
+    ``tau = 1 / sigma``: the negative log-likelihood is convex there, so Newton's method
+    converges from any start with ``tau > 0``.
+
+    Returns:
+        ``(nll, grad (p+1,), hessian (p+1, p+1), scores (n, p+1))``; ``scores`` are each run's
+        gradient contributions (for the cluster-robust covariance).
+    """
+    delta, tau = theta[:-1], float(theta[-1])
     obs = ~censored
-    r = (y[obs] - mu[obs]) / sigma
-    z = (mu[censored] - y[censored]) / sigma  # P(latent > c) = Phi(z)
+    n, p = X.shape
+    scores = np.zeros((n, p + 1))
+    hessian = np.zeros((p + 1, p + 1))
+    # Emerged runs: -log density = 0.5 (tau y - x delta)^2 - log tau + const.
+    Xo, yo = X[obs], y[obs]
+    r = tau * yo - Xo @ delta  # (n_obs,)
+    scores[obs, :p] = -Xo * r[:, None]
+    scores[obs, p] = r * yo - 1.0 / tau
+    hessian[:p, :p] += Xo.T @ Xo
+    hessian[:p, p] += -(Xo.T @ yo)
+    hessian[p, p] += float(yo @ yo) + obs.sum() / tau**2
+    nll = float(0.5 * r @ r - obs.sum() * math.log(tau) + 0.5 * obs.sum() * math.log(2 * math.pi))
+    # Censored runs: -log P(latent > c) = -log Phi(x delta - tau c).
+    Xc, c = X[censored], y[censored]
+    z = Xc @ delta - tau * c  # (n_cens,)
     log_cdf = special.log_ndtr(z)
-    nll = float(0.5 * np.sum(r**2) + obs.sum() * log_sigma - np.sum(log_cdf))
-    nll += 0.5 * obs.sum() * math.log(2 * math.pi)
     mills = np.exp(-0.5 * z**2 - 0.5 * math.log(2 * math.pi) - log_cdf)  # phi(z) / Phi(z)
-    grad_beta = -(X[obs].T @ r) / sigma - (X[censored].T @ mills) / sigma
-    grad_log_sigma = float(np.sum(1.0 - r**2) + np.sum(mills * z))
-    return nll, np.append(grad_beta, grad_log_sigma)
+    scores[censored, :p] = -Xc * mills[:, None]
+    scores[censored, p] = mills * c
+    curvature = mills * (z + mills)  # d^2/dz^2 of -log Phi(z), >= 0
+    dz = np.column_stack([Xc, -c])  # (n_cens, p+1)
+    hessian += dz.T @ (dz * curvature[:, None])
+    nll -= float(np.sum(log_cdf))
+    hessian[p, :p] = hessian[:p, p]
+    return nll, scores.sum(axis=0), hessian, scores
 
 
-def _fit_tobit(y: np.ndarray, X: np.ndarray, censored: np.ndarray) -> _Core:
-    """Right-censored Gaussian regression by maximum likelihood; Wald CIs from the Hessian."""
+def _tobit_newton(
+    theta: np.ndarray, y: np.ndarray, X: np.ndarray, censored: np.ndarray
+) -> tuple[np.ndarray, bool]:
+    """Damped Newton on the convex Olsen NLL; returns ``(theta, converged)``."""
+    nll, grad, hessian, _ = _tobit_terms(theta, y, X, censored)
+    for _ in range(200):
+        try:
+            direction = np.linalg.solve(hessian, grad)
+        except np.linalg.LinAlgError:
+            return theta, False
+        decrement = float(grad @ direction)  # twice the predicted NLL decrease
+        tolerance = 1e-12 * max(1.0, abs(nll))
+        if decrement < tolerance:
+            return theta, True
+        scale = 1.0
+        while scale > 1e-12:
+            trial = theta - scale * direction
+            if trial[-1] > 0:
+                trial_nll = _tobit_terms(trial, y, X, censored)[0]
+                if trial_nll <= nll - 1e-4 * scale * decrement:
+                    break
+            scale *= 0.5
+        else:  # no decrease within rounding: converged when the decrement is negligible
+            return theta, bool(decrement < 1e-8 * max(1.0, abs(nll)))
+        theta = trial
+        nll, grad, hessian, _ = _tobit_terms(theta, y, X, censored)
+    return theta, False
+
+
+def _cluster_meat(scores: np.ndarray, groups: np.ndarray | None) -> np.ndarray | None:
+    """Sum over clusters of the outer product of cluster score sums, with G/(G-1); None when
+    there are no clusters (or as many clusters as runs: no repeated configuration)."""
+    if groups is None:
+        return None
+    labels = pd.unique(groups)
+    if len(labels) in (len(groups), 1) or len(labels) <= scores.shape[1]:
+        return None
+    sums = np.stack([scores[groups == g].sum(axis=0) for g in labels])  # (G, p)
+    return sums.T @ sums * len(labels) / (len(labels) - 1)
+
+
+def _fit_tobit(
+    y: np.ndarray, X: np.ndarray, censored: np.ndarray, groups: np.ndarray | None = None
+) -> _Core:
+    """Right-censored Gaussian regression by maximum likelihood (Newton, Olsen's convex
+    parameterisation); Wald CIs from the inverse observed information, or cluster-robust
+    (sandwich by ``groups``) when runs repeat a configuration."""
     n_params = X.shape[1]
     start = _fit_ols(y[~censored], X[~censored]) if (~censored).sum() > n_params else None
     beta0 = start.params if start is not None else np.linalg.lstsq(X, y, rcond=None)[0]
     sigma0 = start.sigma if start is not None and start.sigma > 0 else max(np.std(y), 1e-3)
-    theta0 = np.append(beta0, math.log(sigma0))
-    fitted = optimize.minimize(
-        _tobit_nll_grad,
-        theta0,
-        args=(y, X, censored),
-        jac=True,
-        method="BFGS",
-        options={"gtol": 1e-8, "maxiter": 2000},
-    )
-    if not fitted.success:
-        logger.warning("tobit: optimizer did not converge (%s)", fitted.message)
-    theta = fitted.x
-    # Central differences of the analytic gradient give the observed information.
-    hessian = np.empty((theta.size, theta.size))
-    for j in range(theta.size):
-        h = 1e-5 * max(1.0, abs(theta[j]))
-        step = np.zeros_like(theta)
-        step[j] = h
-        g_plus = _tobit_nll_grad(theta + step, y, X, censored)[1]
-        g_minus = _tobit_nll_grad(theta - step, y, X, censored)[1]
-        hessian[:, j] = (g_plus - g_minus) / (2 * h)
-    hessian = 0.5 * (hessian + hessian.T)
+    theta, converged = _tobit_newton(np.append(beta0, 1.0) / sigma0, y, X, censored)
+    if not converged:
+        logger.warning("tobit: Newton's method did not converge")
+    _, _, hessian, scores = _tobit_terms(theta, y, X, censored)
     try:
-        cov_full = np.linalg.inv(hessian)
+        bread = np.linalg.inv(hessian)
     except np.linalg.LinAlgError:
-        logger.warning("tobit: singular Hessian; CIs are undefined")
-        cov_full = np.full_like(hessian, np.nan)
+        logger.warning("tobit: singular information matrix; CIs are undefined")
+        bread = np.full_like(hessian, np.nan)
+    meat = _cluster_meat(scores, groups)
+    cov_theta = bread if meat is None else bread @ meat @ bread
+    delta, tau = theta[:-1], float(theta[-1])
+    # beta = delta / tau: delta method from (delta, tau) to beta.
+    jacobian = np.column_stack([np.eye(n_params) / tau, -delta / tau**2])  # (p, p+1)
+    n_groups = len(pd.unique(groups)) if meat is not None else 0
     return _Core(
-        params=theta[:-1],
-        cov=cov_full[:n_params, :n_params],
-        sigma=float(math.exp(theta[-1])),
-        df_resid=math.inf,
+        params=delta / tau,
+        cov=jacobian @ cov_theta @ jacobian.T,
+        sigma=1.0 / tau,
+        df_resid=float(n_groups - n_params) if meat is not None else math.inf,
+        n_clusters=n_groups,
     )
 
 
@@ -304,8 +384,8 @@ def _fit_core(design: _Design, censored: str) -> _Core:
             "always change together); vary them independently"
         )
     if censored == "exclude":
-        return _fit_ols(design.y, X)
-    return _fit_tobit(design.y, X, design.censored)
+        return _fit_ols(design.y, X, design.groups)
+    return _fit_tobit(design.y, X, design.censored, design.groups)
 
 
 # --------------------------------------------------------------------------------------------
@@ -391,6 +471,7 @@ def _leave_one_configuration_out(design: _Design, configs: pd.Series, censored: 
             censored=design.censored[~held],
             constants=design.constants,
             identifiable=design.identifiable,
+            groups=None if design.groups is None else design.groups[~held],
         )
         if censored == "tobit" and (~sub.censored).sum() < 2:
             continue
@@ -411,6 +492,7 @@ def fit_emergence_law(
     seed_exponents: Mapping[str, float] | None = None,
     level: float = 0.95,
     leave_one_out: bool = True,
+    cluster_by_configuration: bool = True,
 ) -> EmergenceLawFit:
     """Fit ``response = T / (B^a C^b)`` in log space over runs.
 
@@ -426,6 +508,15 @@ def fit_emergence_law(
             ``{"a": 0.37, "b": 0.62}``; for ``tokens`` the test uses them minus one.
         level: CI level.
         leave_one_out: compute the leave-one-configuration-out r (refits per configuration).
+        cluster_by_configuration: when runs repeat a configuration (seed replicates), the
+            coefficient covariance is cluster-robust by configuration (OLS: statsmodels
+            ``cov_type="cluster"``; Tobit: the sandwich with cluster score sums), with t
+            quantiles on G - k degrees of freedom (k coefficients): the CIs carry seed scatter. Without repeats
+            (or with fewer clusters than coefficients + 1) the classical covariance is used.
+
+    A ``status`` column (the emergence table's) decides which rows enter: ``emerged`` and
+    ``censored`` (right-censored at ``last_step``) do; ``left_censored`` and ``fit_failed``
+    rows are excluded, and their counts are logged and recorded.
 
     Returns:
         An :class:`EmergenceLawFit`.
@@ -445,6 +536,21 @@ def fit_emergence_law(
     wald_null = {"a": float(null_step["a"]) - shift, "b": float(null_step["b"]) - shift}
 
     table = table.reset_index(drop=True)
+    n_left_censored = n_fit_failed = 0
+    if "status" in table.columns:
+        status = table["status"].astype(str)
+        n_left_censored = int((status == "left_censored").sum())
+        n_fit_failed = int((status == "fit_failed").sum())
+        if n_left_censored or n_fit_failed:
+            logger.warning(
+                "emergence law: %d left-censored runs (above threshold at the first checkpoint) "
+                "and %d runs whose estimator failed are excluded from the fit (of %d)",
+                n_left_censored,
+                n_fit_failed,
+                len(table),
+            )
+        table = table.loc[status.isin(["emerged", "censored"])].reset_index(drop=True)
+        table = table.assign(censored=table["status"].astype(str) == "censored")
     is_censored = _censored_mask(table)
     n_censored = int(is_censored.sum())
     n_excluded = 0
@@ -460,6 +566,9 @@ def fit_emergence_law(
         is_censored = np.zeros(len(table), dtype=bool)
 
     design = _build_design(table, response, is_censored, extra)
+    configs = _configuration_keys(table)
+    if cluster_by_configuration:
+        design.groups = configs.to_numpy()
     for key, name in (("a", "B (batch_size)"), ("b", "C (context_length)")):
         if not design.identifiable[key] and len(table):
             logger.warning(
@@ -502,7 +611,6 @@ def fit_emergence_law(
     r_log, r_log_ci = _pearson_with_ci(pred_obs, y_obs, level)
     r_lin, r_lin_ci = _pearson_with_ci(np.exp(pred_obs), np.exp(y_obs), level)
 
-    configs = _configuration_keys(table)
     loo_pred = (
         _leave_one_configuration_out(design, configs, censored)
         if leave_one_out
@@ -556,6 +664,10 @@ def fit_emergence_law(
         n_censored=n_censored,
         n_censored_excluded=n_excluded,
         n_configurations=int(configs.nunique()),
+        n_left_censored=n_left_censored,
+        n_fit_failed=n_fit_failed,
+        covariance="cluster-robust by configuration" if core.n_clusters else "classical",
+        n_clusters=core.n_clusters,
         seeds=seeds,
         wald_null=wald_null,
         wald_statistic=wald_stat,
@@ -701,7 +813,7 @@ def fit_summary_table(fit: EmergenceLawFit) -> pd.DataFrame:
     Rows: ``a, b, log_T, T`` (T in units of the response), ``r_squared``, ``pearson_r_log``,
     ``pearson_r_linear``, ``loo_r_log``, ``loo_r_linear``, ``residual_sd`` (log space),
     ``wald_statistic``, ``wald_p_value``, ``n_runs``, ``n_censored``, ``n_censored_excluded``,
-    ``n_configurations``.
+    ``n_configurations``, ``n_left_censored``, ``n_fit_failed``, ``n_clusters``.
     """
     nan2 = (math.nan, math.nan)
     rows = [
@@ -721,6 +833,9 @@ def fit_summary_table(fit: EmergenceLawFit) -> pd.DataFrame:
         ("n_censored", fit.n_censored, nan2),
         ("n_censored_excluded", fit.n_censored_excluded, nan2),
         ("n_configurations", fit.n_configurations, nan2),
+        ("n_left_censored", fit.n_left_censored, nan2),
+        ("n_fit_failed", fit.n_fit_failed, nan2),
+        ("n_clusters", fit.n_clusters, nan2),
     ]
     return pd.DataFrame(
         [(name, float(est), float(ci[0]), float(ci[1])) for name, est, ci in rows],
@@ -765,6 +880,10 @@ def fit_summary_dict(fit: EmergenceLawFit) -> dict[str, Any]:
         "n_censored": _clean(fit.n_censored),
         "n_censored_excluded": _clean(fit.n_censored_excluded),
         "n_configurations": _clean(fit.n_configurations),
+        "n_left_censored": _clean(fit.n_left_censored),
+        "n_fit_failed": _clean(fit.n_fit_failed),
+        "covariance": fit.covariance,
+        "n_clusters": _clean(fit.n_clusters),
         "seeds": [int(s) for s in fit.seeds],
         "identifiable": {k: bool(v) for k, v in fit.identifiable.items()},
         "extra_covariates": list(fit.extra_covariates),

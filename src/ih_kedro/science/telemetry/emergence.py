@@ -9,9 +9,18 @@ The run-level curve is the mean over probe samples, then the max over the remain
 best head), optionally restricted to layers ``>= min_layer`` (an induction head needs a
 previous-token head in an earlier layer). The emergence step ``S*`` is read off that curve by a
 threshold crossing (linearly interpolated), a logistic midpoint, or a piecewise-linear
-breakpoint; its CI is a percentile bootstrap over probe samples. A run whose curve never rises
-is *censored*: it is reported with ``step = NaN``, ``censored = True`` and the last observed
-step, never dropped.
+breakpoint; its CI is a percentile bootstrap over probe samples.
+
+Every estimate carries a ``status`` (:data:`STATUSES`), never dropped:
+
+- ``emerged``: the curve crosses (rises) within the observed checkpoints, after the first.
+- ``censored``: right-censored, the curve never crossed (never rose) within the budget; ``step``
+  and ``tokens`` are the censoring point (the last checkpoint), so a Tobit fit reads "emerges
+  after this".
+- ``left_censored``: already above the threshold at the first checkpoint (or a fitted midpoint
+  before it): emergence happened at or before ``step`` (the first checkpoint), time unknown.
+- ``fit_failed``: the estimator could not decide (too few points, the logistic/piecewise fit
+  failed, a midpoint past the last checkpoint, no finite score); ``reason`` says which.
 
 Plain numpy/scipy/pandas; no Kedro imports.
 """
@@ -21,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -31,6 +41,8 @@ from scipy.optimize import OptimizeWarning, curve_fit
 logger = logging.getLogger(__name__)
 
 METHODS = ("threshold", "logistic", "piecewise")
+STATUSES = ("emerged", "censored", "left_censored", "fit_failed")
+"""Values of the emergence table's ``status`` column (docs/architecture.md)."""
 
 EMERGENCE_COLUMNS = [
     "run_name",
@@ -41,10 +53,23 @@ EMERGENCE_COLUMNS = [
     "ci_low",
     "ci_high",
     "censored",
+    "status",
+    "reason",
     "threshold",
     "last_step",
+    "min_layer",
+    "probe_length",
 ]
-COVARIATE_COLUMNS = ["preset", "batch_size", "context_length", "seed", "copy_rate", "data_variant"]
+COVARIATE_COLUMNS = [
+    "preset",
+    "batch_size",
+    "context_length",
+    "seed",
+    "copy_rate",
+    "data_variant",
+    "copy_events_per_sequence",
+    "copied_token_fraction",
+]
 
 
 @dataclass(frozen=True)
@@ -52,15 +77,18 @@ class EmergenceEstimate:
     """One run's emergence estimate for one metric and method.
 
     Attributes:
-        step: emergence step ``S*`` (optimizer steps, fractional after interpolation); NaN if
-            censored.
-        tokens: tokens seen at ``S*`` (interpolated from the run's steps -> tokens); NaN if
-            censored.
-        ci_low, ci_high: percentile bootstrap CI of ``S*`` over probe samples (steps). A
-            bootstrap replicate that never crosses counts as "after the last step", so
-            ``ci_high`` is ``inf`` when more than ``(1 - ci) / 2`` of them are censored. NaN
-            when censored or when ``n_bootstrap == 0``.
-        censored: True when the curve never rose within the observed steps.
+        step: emergence step ``S*`` (optimizer steps, fractional after interpolation). For
+            ``censored`` the censoring point (last checkpoint), for ``left_censored`` the first
+            checkpoint, NaN for ``fit_failed``.
+        tokens: tokens seen at ``step`` (interpolated from the run's steps -> tokens); NaN for
+            ``fit_failed``.
+        ci_low, ci_high: percentile bootstrap CI of ``S*`` over probe samples (steps), for
+            ``emerged`` rows. A replicate that never crosses counts as "after the last step"
+            (``ci_high`` is ``inf`` when more than ``(1 - ci) / 2`` of them are censored); a
+            replicate whose fit fails is left out. NaN otherwise or when ``n_bootstrap == 0``.
+        censored: ``status == "censored"`` (right-censored; kept for older readers).
+        status: one of :data:`STATUSES`.
+        reason: why a row is not ``emerged`` (empty for ``emerged``).
         method: ``threshold``, ``logistic`` or ``piecewise``.
         threshold: the threshold for ``method="threshold"`` (metric units), else None.
         last_step: last observed step (the censoring point).
@@ -78,6 +106,8 @@ class EmergenceEstimate:
     last_step: float
     n_bootstrap: int
     seed: int
+    status: str = "emerged"
+    reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict view (one row of the emergence table)."""
@@ -112,6 +142,18 @@ def _restrict_layers(per_sample: np.ndarray, min_layer: int) -> np.ndarray:
             f"min_layer: {min_layer} leaves no layers (the metric has {n_layers} layers)"
         )
     return per_sample[:, :, min_layer:]
+
+
+def check_min_layer(min_layer: int, shape: tuple[int, ...], where: str) -> None:
+    """Raise naming ``<where>.min_layer`` when it leaves no layer of a ``(K, n, layers, ...)``
+    metric (model-level ``(K, n)`` metrics have no layers and accept any ``min_layer``)."""
+    if min_layer < 0:
+        raise ValueError(f"{where}.min_layer: must be >= 0, got {min_layer}")
+    if len(shape) >= 3 and min_layer >= shape[2]:
+        raise ValueError(
+            f"{where}.min_layer: {min_layer} leaves no layers (the model has {shape[2]} layers; "
+            f"use 0..{shape[2] - 1})"
+        )
 
 
 def _flat_samples(samples: np.ndarray, min_layer: int) -> np.ndarray:
@@ -185,6 +227,41 @@ def _fit_axis(
     return steps, curve
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """An estimator's verdict on one curve: a step (steps) and a status with its reason."""
+
+    step: float
+    status: str
+    reason: str = ""
+
+
+def _failed(reason: str) -> _Outcome:
+    return _Outcome(math.nan, "fit_failed", reason)
+
+
+def _never_rises(curve: np.ndarray, min_rise: float) -> bool:
+    """The best later value never exceeds the worst earlier one by ``min_rise``."""
+    running_min = np.minimum.accumulate(curve)
+    return bool(np.max(curve - running_min) < min_rise)
+
+
+def _threshold_outcome(steps: np.ndarray, curve: np.ndarray, threshold: float) -> _Outcome:
+    steps, curve = _sorted_finite(steps, curve)
+    if steps.size == 0:
+        return _failed("no finite score")
+    above = np.flatnonzero(curve >= threshold)
+    if above.size == 0:
+        return _Outcome(float(steps[-1]), "censored", f"below {threshold:g} at every checkpoint")
+    i = int(above[0])
+    if i == 0:
+        return _Outcome(
+            float(steps[0]), "left_censored", f"already >= {threshold:g} at the first checkpoint"
+        )
+    s0, s1, c0, c1 = steps[i - 1], steps[i], curve[i - 1], curve[i]
+    return _Outcome(float(s0 + (threshold - c0) / (c1 - c0) * (s1 - s0)), "emerged")
+
+
 def threshold_crossing(steps: np.ndarray, curve: np.ndarray, threshold: float) -> float | None:
     """First step at which the curve reaches ``threshold``, linearly interpolated.
 
@@ -196,22 +273,66 @@ def threshold_crossing(steps: np.ndarray, curve: np.ndarray, threshold: float) -
     Returns:
         The crossing step (steps, fractional): between the last checkpoint below and the first
         at or above the threshold, on the straight line joining them. ``steps[0]`` when the
-        first checkpoint is already above it. None when the curve never reaches it (censored).
+        first checkpoint is already above it (a left-censored run: :func:`estimate_emergence`
+        labels it). None when the curve never reaches it (censored).
     """
-    steps, curve = _sorted_finite(steps, curve)
-    above = np.flatnonzero(curve >= threshold)
-    if above.size == 0:
-        return None
-    i = int(above[0])
-    if i == 0:
-        return float(steps[0])
-    s0, s1, c0, c1 = steps[i - 1], steps[i], curve[i - 1], curve[i]
-    return float(s0 + (threshold - c0) / (c1 - c0) * (s1 - s0))
+    outcome = _threshold_outcome(steps, curve, threshold)
+    return None if outcome.status in ("censored", "fit_failed") else outcome.step
 
 
 def _logistic(x: np.ndarray, low: float, rise: float, mid: float, width: float) -> np.ndarray:
     z = np.clip((x - mid) / width, -60.0, 60.0)
     return low + rise / (1.0 + np.exp(-z))
+
+
+def _from_axis(x: float, log_steps: bool) -> float:
+    return float(math.exp(x)) if log_steps else float(x)
+
+
+def _logistic_outcome(
+    steps: np.ndarray, curve: np.ndarray, log_steps: bool = True, min_rise: float = 0.1
+) -> _Outcome:
+    x, curve = _fit_axis(steps, curve, log_steps)
+    if x.size == 0:
+        return _failed("no finite score")
+    last = _from_axis(float(x[-1]), log_steps)
+    if x.size >= 2 and _never_rises(curve, min_rise):
+        return _Outcome(last, "censored", f"never rises by {min_rise:g}")
+    if x.size < 5:
+        return _failed(f"{x.size} checkpoints, the logistic needs 5")
+    span = float(x[-1] - x[0])
+    if span <= 0:
+        return _failed("logistic fit: every checkpoint at the same step")
+    low0, high0 = float(np.min(curve)), float(np.max(curve))
+    half = low0 + 0.5 * (high0 - low0)
+    mid0 = float(x[np.flatnonzero(curve >= half)[0]])
+    p0 = [low0, high0 - low0, mid0, span / 10.0]
+    amp = high0 - low0
+    bounds = (
+        [low0 - amp, 0.0, x[0] - span, span * 1e-3],
+        [high0 + amp, 3.0 * amp, x[-1] + span, 2.0 * span],
+    )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OptimizeWarning)
+            params, _ = curve_fit(_logistic, x, curve, p0=p0, bounds=bounds, maxfev=5000)
+    except (RuntimeError, ValueError) as err:
+        logger.debug("logistic_midpoint: fit failed (%s)", err)
+        return _failed(f"logistic fit failed: {err}")
+    _, rise, mid, _ = params
+    if not np.all(np.isfinite(params)):
+        return _failed("logistic fit: non-finite parameters")
+    if rise < min_rise:
+        return _failed(f"logistic fit: fitted rise {rise:.3g} < {min_rise:g}")
+    if mid > x[-1]:
+        return _failed("logistic fit: midpoint after the last checkpoint (extrapolated)")
+    if mid < x[0]:
+        return _Outcome(
+            _from_axis(float(x[0]), log_steps),
+            "left_censored",
+            "midpoint before the first checkpoint",
+        )
+    return _Outcome(_from_axis(float(mid), log_steps), "emerged")
 
 
 def logistic_midpoint(
@@ -232,41 +353,41 @@ def logistic_midpoint(
         min_rise: smallest observed and fitted rise (metric units) that counts as emergence.
 
     Returns:
-        The midpoint in steps, or None (censored) when the curve does not rise by ``min_rise``,
-        the fit fails, or the midpoint lies after the last observed step. A midpoint before the
-        first checkpoint is reported as the first step.
+        The midpoint in steps, or None when the curve does not rise by ``min_rise`` (censored)
+        or the fit cannot decide (fewer than 5 points, a failed fit, a midpoint after the last
+        checkpoint: :func:`estimate_emergence` labels these ``fit_failed``). A midpoint before
+        the first checkpoint is reported as the first step (left-censored).
     """
+    outcome = _logistic_outcome(steps, curve, log_steps, min_rise)
+    return None if outcome.status in ("censored", "fit_failed") else outcome.step
+
+
+def _piecewise_outcome(
+    steps: np.ndarray, curve: np.ndarray, log_steps: bool = False, min_rise: float = 0.1
+) -> _Outcome:
     x, curve = _fit_axis(steps, curve, log_steps)
-    if x.size < 5:
-        return None
-    # "Never rises": the best later value does not exceed the worst earlier one by min_rise.
-    running_min = np.minimum.accumulate(curve)
-    if np.max(curve - running_min) < min_rise:
-        return None
-    span = float(x[-1] - x[0])
-    if span <= 0:
-        return None
-    low0, high0 = float(np.min(curve)), float(np.max(curve))
-    half = low0 + 0.5 * (high0 - low0)
-    mid0 = float(x[np.flatnonzero(curve >= half)[0]])
-    p0 = [low0, high0 - low0, mid0, span / 10.0]
-    amp = high0 - low0
-    bounds = (
-        [low0 - amp, 0.0, x[0] - span, span * 1e-3],
-        [high0 + amp, 3.0 * amp, x[-1] + span, 2.0 * span],
-    )
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", OptimizeWarning)
-            params, _ = curve_fit(_logistic, x, curve, p0=p0, bounds=bounds, maxfev=5000)
-    except (RuntimeError, ValueError) as err:
-        logger.debug("logistic_midpoint: fit failed (%s)", err)
-        return None
-    _, rise, mid, _ = params
-    if not np.all(np.isfinite(params)) or rise < min_rise or mid > x[-1]:
-        return None
-    mid = max(mid, float(x[0]))
-    return float(math.exp(mid)) if log_steps else float(mid)
+    if x.size == 0:
+        return _failed("no finite score")
+    if x.size >= 2 and _never_rises(curve, min_rise):
+        return _Outcome(
+            _from_axis(float(x[-1]), log_steps), "censored", f"never rises by {min_rise:g}"
+        )
+    if x.size < 4:
+        return _failed(f"{x.size} checkpoints, the piecewise fit needs 4")
+    best: tuple[float, int, np.ndarray] | None = None
+    for k in range(1, x.size - 1):
+        design = np.column_stack([np.ones_like(x), x, np.maximum(0.0, x - x[k])])
+        coef, *_ = np.linalg.lstsq(design, curve, rcond=None)
+        sse = float(np.sum((design @ coef - curve) ** 2))
+        if best is None or sse < best[0]:
+            best = (sse, k, coef)
+    assert best is not None
+    _, k, coef = best
+    if coef[2] <= 0:
+        return _failed("piecewise fit: the slope does not increase at the best breakpoint")
+    if float(np.max(curve[k:]) - curve[k]) < min_rise:
+        return _failed(f"piecewise fit: rises less than {min_rise:g} after the breakpoint")
+    return _Outcome(_from_axis(float(x[k]), log_steps), "emerged")
 
 
 def piecewise_breakpoint(
@@ -288,37 +409,24 @@ def piecewise_breakpoint(
         min_rise: smallest observed rise (metric units) after the breakpoint.
 
     Returns:
-        The breakpoint in steps, or None (censored) when there are fewer than 4 points, the
-        slope does not increase at the break, or the curve rises less than ``min_rise`` after
-        it.
+        The breakpoint in steps, or None when the curve never rises by ``min_rise``
+        (censored), or there are fewer than 4 points, the slope does not increase at the
+        break, or the curve rises less than ``min_rise`` after it (``fit_failed``).
     """
-    x, curve = _fit_axis(steps, curve, log_steps)
-    if x.size < 4:
-        return None
-    best: tuple[float, int, np.ndarray] | None = None
-    for k in range(1, x.size - 1):
-        design = np.column_stack([np.ones_like(x), x, np.maximum(0.0, x - x[k])])
-        coef, *_ = np.linalg.lstsq(design, curve, rcond=None)
-        sse = float(np.sum((design @ coef - curve) ** 2))
-        if best is None or sse < best[0]:
-            best = (sse, k, coef)
-    assert best is not None
-    _, k, coef = best
-    if coef[2] <= 0 or float(np.max(curve[k:]) - curve[k]) < min_rise:
-        return None
-    return float(math.exp(x[k])) if log_steps else float(x[k])
+    outcome = _piecewise_outcome(steps, curve, log_steps, min_rise)
+    return None if outcome.status in ("censored", "fit_failed") else outcome.step
 
 
 def _point_estimate(
     steps: np.ndarray, curve: np.ndarray, method: str, threshold: float | None
-) -> float | None:
+) -> _Outcome:
     if method == "threshold":
         assert threshold is not None
-        return threshold_crossing(steps, curve, threshold)
+        return _threshold_outcome(steps, curve, threshold)
     if method == "logistic":
-        return logistic_midpoint(steps, curve)
+        return _logistic_outcome(steps, curve)
     if method == "piecewise":
-        return piecewise_breakpoint(steps, curve)
+        return _piecewise_outcome(steps, curve)
     raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
 
 
@@ -352,8 +460,9 @@ def estimate_emergence(
         min_layer: only layers ``>= min_layer`` compete for the best head.
 
     Returns:
-        An :class:`EmergenceEstimate` (steps, tokens); censored runs have ``step = NaN``,
-        ``censored = True`` and ``last_step`` set.
+        An :class:`EmergenceEstimate` (steps, tokens) with its ``status``: ``censored`` rows
+        carry the censoring point (last checkpoint) in ``step`` and ``tokens``,
+        ``left_censored`` rows the first checkpoint, ``fit_failed`` rows NaN and a ``reason``.
     """
     if method not in METHODS:
         raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
@@ -376,48 +485,49 @@ def estimate_emergence(
     threshold_value = float(threshold) if method == "threshold" else None
 
     curve = _curves_from_weights(flat, np.ones((1, n_samples)))[0]  # (K,)
-    point = _point_estimate(steps, curve, method, threshold_value)
-    if point is None:
-        return EmergenceEstimate(
-            step=math.nan,
-            tokens=math.nan,
-            ci_low=math.nan,
-            ci_high=math.nan,
-            censored=True,
-            method=method,
-            threshold=threshold_value,
-            last_step=last_step,
-            n_bootstrap=n_bootstrap,
-            seed=seed,
-        )
+    outcome = _point_estimate(steps, curve, method, threshold_value)
+    if outcome.status == "censored":  # the censoring point, exactly (no log round trip)
+        outcome = _Outcome(last_step, outcome.status, outcome.reason)
+    # np.interp needs finite, increasing sample points: skip checkpoints with NaN step/tokens.
+    known_steps, known_tokens = _sorted_finite(steps, tokens)
+
+    def tokens_at(step: float) -> float:
+        if not math.isfinite(step) or known_steps.size == 0:
+            return math.nan
+        return float(np.interp(step, known_steps, known_tokens))
 
     ci_low = ci_high = math.nan
-    if n_bootstrap > 0:
+    if outcome.status == "emerged" and n_bootstrap > 0:
         rng = np.random.default_rng(seed)
         draws = rng.integers(0, n_samples, size=(n_bootstrap, n_samples))
         weights = np.stack([np.bincount(d, minlength=n_samples) for d in draws]).astype(float)
         curves = _curves_from_weights(flat, weights)  # (R, K)
         estimates = [_point_estimate(steps, c, method, threshold_value) for c in curves]
-        replicates = np.array([math.inf if e is None else e for e in estimates])
-        alpha = (1.0 - ci) / 2.0
-        # inverted_cdf never interpolates towards an inf (censored) replicate.
-        ci_low, ci_high = (
-            float(v) for v in np.quantile(replicates, [alpha, 1 - alpha], method="inverted_cdf")
-        )
+        # Censored replicates emerge "after the last step"; failed fits carry no estimate.
+        replicates = np.array(
+            [math.inf if e.status == "censored" else e.step for e in estimates
+             if e.status != "fit_failed"]
+        )  # fmt: skip
+        if replicates.size:
+            alpha = (1.0 - ci) / 2.0
+            # inverted_cdf never interpolates towards an inf (censored) replicate.
+            ci_low, ci_high = (
+                float(v) for v in np.quantile(replicates, [alpha, 1 - alpha], method="inverted_cdf")
+            )
 
-    # np.interp needs finite, increasing sample points: skip checkpoints with NaN step/tokens.
-    known_steps, known_tokens = _sorted_finite(steps, tokens)
     return EmergenceEstimate(
-        step=float(point),
-        tokens=float(np.interp(point, known_steps, known_tokens)),
+        step=float(outcome.step),
+        tokens=tokens_at(outcome.step),
         ci_low=ci_low,
         ci_high=ci_high,
-        censored=False,
+        censored=outcome.status == "censored",
         method=method,
         threshold=threshold_value,
         last_step=last_step,
         n_bootstrap=n_bootstrap,
         seed=seed,
+        status=outcome.status,
+        reason=outcome.reason,
     )
 
 
@@ -446,11 +556,15 @@ def detect_emergence_table(
             "threshold": 0.4, "min_layer": 1, "n_bootstrap": 200, "seed": 0, "ci": 0.95}``.
 
     Returns:
-        One row per (run, spec) with columns ``run_name, metric, method, step, tokens, ci_low,
-        ci_high, censored, threshold, last_step`` (steps / tokens; ``threshold`` NaN when the
-        method has none) and the manifest covariates ``preset, batch_size, context_length,
-        seed, copy_rate, data_variant`` that exist. Censored runs are kept (``step`` NaN).
-        A run lacking a spec's metric is skipped with a warning.
+        One row per (run, spec) with columns :data:`EMERGENCE_COLUMNS` (``run_name, metric,
+        method, step, tokens, ci_low, ci_high, censored, status, reason, threshold, last_step,
+        min_layer, probe_length``; steps / tokens; ``probe_length`` from the scores, NaN if absent; ``threshold`` NaN when the method has none) and the
+        manifest covariates of :data:`COVARIATE_COLUMNS` that exist. Every run is kept, with its
+        ``status`` (:data:`STATUSES`). A run lacking a spec's metric is skipped with a warning.
+
+    Raises:
+        ValueError: a spec's ``min_layer`` at or beyond a head-level metric's layers (named
+            ``telemetry.emergence.metrics[i].min_layer``).
     """
     if not specs:
         raise ValueError("specs: at least one emergence detection spec is required")
@@ -461,13 +575,17 @@ def detect_emergence_table(
             raise ValueError(f"score_samples[{run_name!r}]: missing 'steps'")
         steps = np.asarray(scores["steps"], dtype=float)
         tokens = _run_tokens(run_name, scores)
-        for spec in specs:
+        for index, spec in enumerate(specs):
             if "metric" not in spec:
                 raise ValueError(f"specs: every spec needs a 'metric', got {spec}")
             metric = spec["metric"]
             if metric not in scores:
                 logger.warning("run %s has no %r samples: skipped for this spec", run_name, metric)
                 continue
+            min_layer = int(spec.get("min_layer", 0))
+            check_min_layer(
+                min_layer, np.shape(scores[metric]), f"telemetry.emergence.metrics[{index}]"
+            )
             estimate = estimate_emergence(
                 steps,
                 tokens,
@@ -477,15 +595,16 @@ def detect_emergence_table(
                 n_bootstrap=int(spec.get("n_bootstrap", 200)),
                 seed=int(spec.get("seed", 0)),
                 ci=float(spec.get("ci", 0.95)),
-                min_layer=int(spec.get("min_layer", 0)),
+                min_layer=min_layer,
             )
-            if estimate.censored:
+            if estimate.status != "emerged":
                 logger.info(
-                    "run %s, %s/%s: censored (no emergence by step %g)",
+                    "run %s, %s/%s: %s (%s)",
                     run_name,
                     metric,
                     estimate.method,
-                    estimate.last_step,
+                    estimate.status,
+                    estimate.reason,
                 )
             rows.append(
                 {
@@ -497,8 +616,12 @@ def detect_emergence_table(
                     "ci_low": estimate.ci_low,
                     "ci_high": estimate.ci_high,
                     "censored": estimate.censored,
+                    "status": estimate.status,
+                    "reason": estimate.reason,
                     "threshold": math.nan if estimate.threshold is None else estimate.threshold,
                     "last_step": estimate.last_step,
+                    "min_layer": min_layer,
+                    "probe_length": float(scores.get("probe_length", math.nan)),
                 }
             )
     table = pd.DataFrame(rows, columns=EMERGENCE_COLUMNS)
@@ -509,12 +632,57 @@ def detect_emergence_table(
             "ci_low": float,
             "ci_high": float,
             "censored": bool,
+            "status": str,
+            "reason": str,
             "threshold": float,
             "last_step": float,
+            "min_layer": int,
+            "probe_length": float,
         }
     )
+    if len(table):
+        counts = table.groupby(["metric", "method"])["status"].value_counts().to_dict()
+        logger.info("emergence status counts (metric, method, status): %s", counts)
     if sweep_manifest is not None and len(sweep_manifest) and "run_name" in sweep_manifest:
         covariates = [c for c in COVARIATE_COLUMNS if c in sweep_manifest.columns]
         manifest = sweep_manifest[["run_name", *covariates]].drop_duplicates("run_name")
         table = table.merge(manifest, on="run_name", how="left", validate="many_to_one")
     return table.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Design checks before training
+# --------------------------------------------------------------------------------------------
+MODEL_LEVEL_METRICS = frozenset({"associative_recall", "repeated_loss_drop"})
+"""Metrics scored per model, not per head: ``min_layer`` does not apply to them."""
+
+
+def validate_min_layers(
+    n_layers: int,
+    telemetry: Mapping[str, Any] | None,
+    statistics: Mapping[str, Any] | None = None,
+    where: str = "",
+) -> None:
+    """Raise naming the parameter when a ``min_layer`` leaves no layer of an ``n_layers`` model.
+
+    Checked before any training (the project's hook runs it for every experiment in the
+    pipeline): ``telemetry.min_layer``, every head-level ``telemetry.emergence.metrics[i]
+    .min_layer`` and ``statistics.trajectory_min_layer``. ``where`` prefixes the parameter names
+    (e.g. ``law_fit.``).
+    """
+    checks: list[tuple[str, Any]] = []
+    telemetry = telemetry or {}
+    if "min_layer" in telemetry:
+        checks.append(("telemetry.min_layer", telemetry["min_layer"]))
+    metrics = (telemetry.get("emergence") or {}).get("metrics") or []
+    for index, spec in enumerate(metrics):
+        if spec.get("metric") not in MODEL_LEVEL_METRICS and "min_layer" in spec:
+            checks.append((f"telemetry.emergence.metrics[{index}].min_layer", spec["min_layer"]))
+    if statistics and "trajectory_min_layer" in statistics:
+        checks.append(("statistics.trajectory_min_layer", statistics["trajectory_min_layer"]))
+    for name, value in checks:
+        if not isinstance(value, int | np.integer) or not 0 <= int(value) < n_layers:
+            raise ValueError(
+                f"{where}{name}: {value!r} is not a layer of the model (it has {n_layers} "
+                f"layers: use 0..{n_layers - 1})"
+            )

@@ -206,6 +206,38 @@ def output_projection_weights(model: nn.Module) -> list[torch.Tensor]:
     return weights
 
 
+def value_weights(model: nn.Module) -> list[torch.Tensor]:
+    """``W_V`` of every layer split by query head: a list of ``(H, d_model, dh)`` tensors.
+
+    ``v_h = x @ W_V[h]`` (biases left out). GPT-2's fused ``c_attn`` is a ``Conv1D`` ``(d, 3d)``
+    whose last third is V; GPT-NeoX's fused ``query_key_value`` (``nn.Linear``) lays its
+    outputs out per head as ``(H, [q, k, v], dh)``; Llama and our attention-only model have a
+    ``v_proj`` with ``H_kv`` heads, and query head ``h`` reads key/value head
+    ``h // num_key_value_groups`` (grouped-query attention).
+    """
+    _, n_heads = n_layers_heads(model)
+    weights = []
+    for module in attention_modules(model):
+        if hasattr(module, "v_proj"):
+            weight = module.v_proj.weight.T  # (d, H_kv * dh)
+            d_model = weight.shape[0]
+            groups = int(getattr(module, "num_key_value_groups", 1) or 1)
+            per_kv = weight.reshape(d_model, n_heads // groups, -1).permute(1, 0, 2)  # (Hkv,d,dh)
+            weights.append(per_kv.repeat_interleave(groups, dim=0))  # (H, d, dh)
+        elif hasattr(module, "c_attn"):  # GPT-2 Conv1D: weight is (in, out) = (d, 3d)
+            d_model = module.c_attn.weight.shape[0]
+            v = module.c_attn.weight[:, 2 * d_model :]  # (d, d)
+            weights.append(v.reshape(d_model, n_heads, -1).permute(1, 0, 2))  # (H, d, dh)
+        elif hasattr(module, "query_key_value"):  # GPT-NeoX: Linear (3d, d), rows (H, 3, dh)
+            weight = module.query_key_value.weight  # (3d, d)
+            d_model = weight.shape[1]
+            per_head = weight.reshape(n_heads, 3, -1, d_model)[:, 2]  # (H, dh, d)
+            weights.append(per_head.transpose(1, 2))  # (H, d, dh)
+        else:
+            raise ValueError(f"no value projection found in {type(module).__name__}")
+    return weights
+
+
 def final_norm(model: nn.Module) -> nn.Module:
     """The final LayerNorm/RMSNorm before the unembedding, found by model family."""
     for path in _FINAL_NORM_PATHS:

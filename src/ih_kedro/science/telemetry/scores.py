@@ -20,16 +20,25 @@ second half ``[L, 2L)``:
 - **direct logit attribution** (DLA): ``o_h`` through the final norm (centred for LayerNorm,
   divided by the clean run's ``ln_final.hook_scale``, times ``gamma``) dotted with the
   target's unembedding, in logits (nats of unnormalised log-probability).
-- **copying**: the same centred/ReLU share as logit attribution, but for the token the head
-  *attends to most* rather than the target: does the head raise the logit of the token it
-  reads? In ``[0, 1]``; for an induction head the attended token is the target, so copying
-  equals logit attribution.
+- **attended logit share**: the same centred/ReLU share as logit attribution, but for the
+  token the head *attends to most* rather than the target: does the head raise the logit of
+  the token it reads, in-sample? In ``[0, 1]``; for an induction head the attended token is
+  the target, so it equals logit attribution. (It was called ``copying`` before; it is not
+  Olsson et al.'s copying score.)
+- **copying** (Olsson et al. 2022): the OV circuit's eigenvalue positivity, a property of the
+  weights alone: ``sum(lambda) / sum(|lambda|)`` over the eigenvalues of the head's full OV
+  circuit ``W_E W_V^h W_O^h W_U`` (vocab x vocab; norms left out, as in the paper), in
+  ``[-1, 1]``; 1 when every eigenvalue is positive (the head copies what it attends to).
+  Computed per head from the ``dh x dh`` matrix ``W_O^h W_U W_E W_V^h``, which has the same
+  non-zero eigenvalues.
 
 Per model: associative recall (share of second-half positions whose target ranks first over
 the full vocabulary, and the mean number of tokens ranked above it), repeated-half loss drop
 (mean loss on first-half targets minus second-half targets, nats), and on held-out natural text
 the ICL score (loss at a late token minus loss at an early token, Olsson et al.: 500 vs 50 at
-``C = 512``, scaled with ``C``), loss by position and the validation loss.
+``C = 512``, scaled with ``C``, the early token at index 4 or later; not applicable, NaN, below
+``C = 32``), loss by position and the validation loss. Its CI needs many sequences: the
+per-sequence sd is ~2.6 nats at C = 32, so the default scores 128 held-out sequences.
 
 Per-head values are means over probe samples; ``sd`` is the sd across probe samples.
 """
@@ -53,13 +62,14 @@ from ih_kedro.science.telemetry.instrumentation import (
     norm_is_centering,
     norm_weight,
     output_projection_weights,
+    value_weights,
 )
 from ih_kedro.science.telemetry.probes import ProbeSet
 
 logger = logging.getLogger(__name__)
 
 PATTERN_METRICS = ("prefix_matching", "previous_token", "induction", "anti_induction")
-LOGIT_METRICS = ("logit_attribution", "direct_logit_attribution", "copying")
+LOGIT_METRICS = ("logit_attribution", "direct_logit_attribution", "attended_logit_share")
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -245,10 +255,31 @@ def _logit_batch_scores(
         out["logit_attribution"].append(_centred_share(boosts, slot).mean(1))  # (B, H)
         attended = pattern.argmax(-1).transpose(1, 2)  # (B, L, H) key positions
         attended_slot = attended % length  # in-sample slot of the attended token
-        out["copying"].append(_centred_share(boosts, attended_slot).mean(1))  # (B, H)
+        out["attended_logit_share"].append(_centred_share(boosts, attended_slot).mean(1))  # (B, H)
         dla = torch.einsum("bthd,btd->bth", head_out, u_target) / scale  # (B, L, H)
         out["direct_logit_attribution"].append(dla.mean(1))  # (B, H)
     return {m: torch.stack(v, dim=1) for m, v in out.items()}  # (B, layers, heads)
+
+
+@torch.no_grad()
+def ov_copying_scores(model: nn.Module) -> torch.Tensor:
+    """Olsson et al.'s copying score of every head, ``(layers, heads)`` in ``[-1, 1]``.
+
+    ``sum(lambda) / sum(|lambda|)`` over the eigenvalues of ``W_E W_V^h W_O^h W_U``
+    ``(V, V)``; the cyclic product ``W_O^h W_U W_E W_V^h`` ``(dh, dh)`` has the same non-zero
+    eigenvalues, so the V x V matrix is never built. Norms and biases are left out.
+    """
+    w_e = model.get_input_embeddings().weight.double()  # (V, d)
+    w_u = model.get_output_embeddings().weight.double()  # (V, d): logits = x @ w_u.T
+    round_trip = w_u.T @ w_e  # (d, d): unembed then embed
+    rows = []
+    for w_v, w_o in zip(value_weights(model), output_projection_weights(model), strict=True):
+        circuit = w_o.double() @ round_trip @ w_v.double()  # (H, dh, dh)
+        eigenvalues = torch.linalg.eigvals(circuit)  # (H, dh) complex
+        total = eigenvalues.abs().sum(-1)  # (H,)
+        share = eigenvalues.real.sum(-1) / total.clamp(min=1e-300)
+        rows.append(torch.where(total > 0, share, torch.zeros_like(share)).float())
+    return torch.stack(rows)  # (layers, heads)
 
 
 def _model_batch_scores(
@@ -325,10 +356,26 @@ def associative_recall(
     }
 
 
+ICL_MIN_CONTEXT = 32
+"""Below this context the ICL score is not applicable (reported as NaN, ``not_applicable``)."""
+ICL_EARLY_FLOOR = 4
+"""The early position is never before this 0-based index (the 5th token)."""
+
+
 def icl_positions(context_length: int) -> tuple[int, int]:
-    """Early and late token positions of the ICL score, 0-based: 50 and 500 at ``C = 512``."""
-    early = max(0, min(context_length - 1, round(50 * context_length / 512) - 1))
-    late = max(0, min(context_length - 1, round(500 * context_length / 512) - 1))
+    """Early and late token positions of the ICL score, 0-based: 49 and 499 at ``C = 512``.
+
+    Olsson et al.'s 50th and 500th tokens, scaled with ``C``; the early position has a floor
+    (:data:`ICL_EARLY_FLOOR`) so that a short context does not compare the first few tokens,
+    whose loss is dominated by the missing context itself. Raises below
+    :data:`ICL_MIN_CONTEXT`.
+    """
+    if context_length < ICL_MIN_CONTEXT:
+        raise ValueError(
+            f"context_length: the ICL score needs C >= {ICL_MIN_CONTEXT}, got {context_length}"
+        )
+    early = max(ICL_EARLY_FLOOR, min(context_length - 1, round(50 * context_length / 512) - 1))
+    late = max(early + 1, min(context_length - 1, round(500 * context_length / 512) - 1))
     return early, late
 
 
@@ -455,6 +502,16 @@ def score_checkpoint(
                      "sd": sd, "probe_source": source}
                 )  # fmt: skip
 
+    # Olsson et al.'s copying score: a property of the weights, one value per head (no sd).
+    copying = ov_copying_scores(model)  # (layers, heads)
+    for layer in range(copying.shape[0]):
+        for head in range(copying.shape[1]):
+            head_rows.append(
+                {**base, "layer": layer, "head": head, "metric": "copying",
+                 "value": float(copying[layer, head]), "sd": float("nan"),
+                 "probe_source": "weights"}
+            )  # fmt: skip
+
     def add_model(metric: str, values: torch.Tensor | float, probe_source: str) -> None:
         if isinstance(values, torch.Tensor):
             value, sd = _mean_sd(values.flatten())
@@ -485,7 +542,10 @@ def score_checkpoint(
             losses = loss_by_position(
                 model, validation_sequences, batch_size=max(1, batch_size // 4)
             )
-            add_model("icl_score", icl_score(losses), "validation")
+            if losses.shape[1] >= ICL_MIN_CONTEXT:
+                add_model("icl_score", icl_score(losses), "validation")
+            else:  # too short a context for early vs late tokens to mean in-context learning
+                add_model("icl_score", float("nan"), "not_applicable")
             add_model("validation_loss", losses.mean(1), "validation")
             for pos in _loss_positions(losses.shape[1]):
                 add_model(f"loss_pos_{pos + 1:05d}", losses[:, pos], "validation")

@@ -1,0 +1,277 @@
+"""Thin Kedro nodes around ``ih_kedro.science.bi_induct``; no file I/O (the catalog does it)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+from tqdm.auto import tqdm  # noqa: E402
+
+from ih_kedro.science.bi_induct import (  # noqa: E402
+    check_matched_compute,
+    checkpoint_summary,
+    evaluate_checkpoint,
+    make_eval_set,
+    results_table,
+)
+from ih_kedro.science.packed import PackedTokens  # noqa: E402
+from ih_kedro.science.snippets import SEP_TOKEN  # noqa: E402
+from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint  # noqa: E402
+from ih_kedro.science.telemetry.probes import frequent_token_pool  # noqa: E402
+from ih_kedro.science.tokenization import eos_token_id  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+SIZE_COLUMNS = ["preset", "batch_size", "context_length", "seed"]
+CHECKPOINT_COLUMNS = ["run_name", "preset", "variant", "seed", "step", "tokens_seen", "metric",
+                      "value"]  # fmt: skip
+
+
+def variant_label(run: Mapping[str, Any]) -> str:
+    """The grid label of a run from its name ``<preset>_B<B>_C<C>_<label>_s<seed>``."""
+    prefix = f"{run['preset']}_B{run['batch_size']}_C{run['context_length']}_"
+    suffix = f"_s{run['seed']}"
+    name = str(run["run_name"])
+    if not (name.startswith(prefix) and name.endswith(suffix)):
+        raise ValueError(
+            f"sweep_manifest: run name {name!r} does not follow {prefix}<label>{suffix}"
+        )
+    return name[len(prefix) : -len(suffix)]
+
+
+def _runs(sweep_manifest: pd.DataFrame) -> pd.DataFrame:
+    runs = sweep_manifest.copy()
+    runs["variant"] = [variant_label(row) for row in runs.to_dict("records")]
+    return runs
+
+
+def matched_compute(sweep_manifest: pd.DataFrame) -> pd.DataFrame:
+    """Fail unless every variant of one size (preset, B, C, seed) trained the same tokens and
+    FLOPs; return the compute table (one row per run, with its variant label)."""
+    table = check_matched_compute(sweep_manifest, SIZE_COLUMNS)
+    table.insert(1, "variant", _runs(sweep_manifest)["variant"].to_numpy())
+    logger.info("bi_induct: matched compute holds for %d runs", len(table))
+    return table
+
+
+def _sep_id(tokenizer: Any, training_params: Mapping[str, Any]) -> int:
+    """The ``<|sep|>`` id, checked against the id the snippet variants trained with."""
+    sep = eos_token_id(tokenizer, SEP_TOKEN)
+    configured = (training_params.get("variant_options") or {}).get("bi_induct_snippets", {})
+    trained = configured.get("sep_token_id")
+    if trained is not None and int(trained) != sep:
+        raise ValueError(
+            f"bi_induct.training.variant_options.bi_induct_snippets.sep_token_id: {trained} is not "
+            f"the tokenizer's {SEP_TOKEN} id {sep}"
+        )
+    return sep
+
+
+def evaluate_runs(
+    compute_table: pd.DataFrame,
+    sweep_manifest: pd.DataFrame,
+    tokenizer: Any,
+    train_tokens: PackedTokens,
+    validation_tokens: PackedTokens,
+    params: dict[str, Any],
+    training_params: dict[str, Any],
+) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
+    """Evaluate every checkpoint of every run (perplexity, ICL, probes, signatures, ablation).
+
+    ``compute_table`` is only read to order this node after the matched-compute check.
+    Returns the tidy ``checkpoint_metrics`` and ``final_evaluations`` (run -> the last
+    checkpoint's per-item results, for the CIs of the results table).
+    """
+    if compute_table.empty:
+        raise ValueError("bi_induct: the sweep has no runs")
+    sep = _sep_id(tokenizer, training_params)
+    eos = int(train_tokens.eos_token_id)
+    pool = frequent_token_pool(np.asarray(train_tokens.tokens), train_tokens.vocab_size,
+                               int(params.get("token_pool_size", 500)), exclude=(eos, sep))  # fmt: skip
+    every = int(params.get("every_nth_checkpoint", 1))
+    n_validation = int(params.get("n_validation_sequences", 32))
+    runs = _runs(sweep_manifest)
+    eval_sets: dict[int, Any] = {}
+    rows: list[dict[str, Any]] = []
+    finals: dict[str, dict[str, Any]] = {}
+    for run in runs.to_dict("records"):
+        context = int(run["context_length"])
+        if context not in eval_sets:
+            validation = validation_tokens.sequences(context)[:n_validation]
+            eval_sets[context] = make_eval_set(tokenizer, validation, pool, context, sep, params)
+        checkpoints = list_checkpoints(run["run_dir"])
+        if not checkpoints:
+            raise ValueError(f"run {run['run_name']}: no checkpoints under {run['run_dir']}")
+        chosen = checkpoints[::every]
+        if chosen[-1] is not checkpoints[-1]:
+            chosen.append(checkpoints[-1])
+        for step, path, tokens_seen in tqdm(chosen, desc=f"bi_induct {run['run_name']}"):
+            model = load_checkpoint(path)
+            with torch.no_grad():
+                result = evaluate_checkpoint(model, eval_sets[context], params)
+            base = {"run_name": run["run_name"], "preset": run["preset"],
+                    "variant": run["variant"], "seed": int(run["seed"]), "step": int(step),
+                    "tokens_seen": float(tokens_seen)}  # fmt: skip
+            for metric, value in checkpoint_summary(result).items():
+                rows.append({**base, "metric": metric, "value": float(value)})
+            finals[run["run_name"]] = {**result, "step": int(step)}
+    return pd.DataFrame(rows, columns=CHECKPOINT_COLUMNS), finals
+
+
+def build_results_table(
+    final_evaluations: dict[str, dict[str, Any]],
+    compute_table: pd.DataFrame,
+    params: dict[str, Any],
+) -> pd.DataFrame:
+    """The paper-form table (science ``results_table``) with matched-compute columns."""
+    table = results_table(final_evaluations, compute_table, params.get("results", {}) | {
+        "shots": params.get("shots", (1, 10)),
+        "ablation_modes": params.get("ablation_modes", ("zero", "pattern_preserving")),
+    })  # fmt: skip
+    not_estimable = table[~table["estimable"]]
+    if len(not_estimable):
+        logger.warning(
+            "bi_induct: %d ablation rows not estimable (no induction heads formed in %s)",
+            len(not_estimable), sorted(set(not_estimable["variant"])),
+        )  # fmt: skip
+    return table
+
+
+def _empty(message: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center")
+    return fig
+
+
+def plot_signatures(head_scores: pd.DataFrame, sweep_manifest: pd.DataFrame) -> plt.Figure:
+    """Best head's induction and anti-induction score over training, one line per variant.
+
+    From telemetry's ``head_scores`` (max over heads of layers >= 1, mean over seeds):
+    induction on repeated random-token probes (``prefix_matching``), on ``S ‖ SEP ‖ S``
+    snippets, and anti-induction on ``S ‖ SEP ‖ reverse(S)`` snippets.
+    """
+    panels = {
+        "prefix_matching": "induction (repeated probes)",
+        "induction_induction_snippet": "induction (S SEP S)",
+        "anti_induction_anti_induction_snippet": "anti-induction (S SEP rev S)",
+    }
+    data = head_scores[head_scores["metric"].isin(list(panels)) & (head_scores["layer"] >= 1)]
+    if data.empty:
+        return _empty("no head scores")
+    labels = _runs(sweep_manifest).set_index("run_name")[["variant", "preset"]]
+    best = data.groupby(["run_name", "step", "tokens_seen", "metric"], as_index=False)[
+        "value"
+    ].max()
+    best = best.join(labels, on="run_name")
+    presets = sorted(best["preset"].unique())
+    fig, axes = plt.subplots(len(presets), len(panels), figsize=(4.2 * len(panels),
+                             3.2 * len(presets)), squeeze=False)  # fmt: skip
+    for row, preset in enumerate(presets):
+        for col, (metric, title) in enumerate(panels.items()):
+            ax = axes[row, col]
+            part = best[(best["preset"] == preset) & (best["metric"] == metric)]
+            for variant, group in part.groupby("variant"):
+                curve = group.groupby("tokens_seen")["value"].mean()
+                ax.plot(curve.index, curve.to_numpy(), marker=".", label=variant)
+            ax.set_title(f"{preset}: {title}", fontsize=9)
+            ax.set_xlabel("tokens seen")
+            ax.set_ylabel("best head score (layers >= 1)")
+            ax.set_ylim(0, 1)
+    axes[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _curves(checkpoint_metrics: pd.DataFrame, metrics: list[str], ylabel: str,
+            reference: str | None = None) -> plt.Figure:  # fmt: skip
+    data = checkpoint_metrics[checkpoint_metrics["metric"].isin(metrics)]
+    if data.empty:
+        return _empty("no checkpoint metrics")
+    presets = sorted(data["preset"].unique())
+    fig, axes = plt.subplots(len(presets), len(metrics), figsize=(4.2 * len(metrics),
+                             3.2 * len(presets)), squeeze=False)  # fmt: skip
+    for row, preset in enumerate(presets):
+        part = data[data["preset"] == preset]
+        mean = part.groupby(["variant", "metric", "tokens_seen"])["value"].mean()
+        for col, metric in enumerate(metrics):
+            ax = axes[row, col]
+            for variant in sorted(part["variant"].unique()):
+                if (variant, metric) not in mean.index.droplevel(2):
+                    continue
+                curve = mean.loc[(variant, metric)]
+                if reference is not None:
+                    if (reference, metric) not in mean.index.droplevel(2):
+                        continue
+                    curve = curve - mean.loc[(reference, metric)].reindex(curve.index)
+                ax.plot(curve.index, curve.to_numpy(), marker=".", label=variant)
+            ax.axhline(0, color="grey", lw=0.5)
+            ax.set_title(f"{preset}: {metric}", fontsize=9)
+            ax.set_xlabel("tokens seen")
+            ax.set_ylabel(ylabel)
+    axes[0, 0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_ablation_over_training(checkpoint_metrics: pd.DataFrame) -> plt.Figure:
+    """Excess relative drop (top heads minus random-head control) over training per variant."""
+    metrics = sorted(m for m in checkpoint_metrics["metric"].unique()
+                     if m.startswith("ablation_excess_"))  # fmt: skip
+    return _curves(checkpoint_metrics, metrics, "relative drop, top heads - control")
+
+
+def plot_perplexity_gap(checkpoint_metrics: pd.DataFrame, params: dict[str, Any]) -> plt.Figure:
+    """Held-out perplexity minus the natural-only run's, over training, per variant."""
+    baseline = str(params.get("results", {}).get("baseline_variant", "natural"))
+    return _curves(checkpoint_metrics, ["perplexity"], f"perplexity - {baseline}",
+                   reference=baseline)  # fmt: skip
+
+
+def log_bi_induct_to_mlflow(
+    results_table: pd.DataFrame, checkpoint_metrics: pd.DataFrame, sweep_manifest: pd.DataFrame
+) -> None:
+    """Log the results (active run: ``bi_induct/<preset>/<variant>/<metric>``) and each run's
+    checkpoint metrics into its own nested run (``bi_induct/<metric>`` by step). The table and
+    figures themselves are MLflow artifacts through the catalog (``MlflowArtifactDataset``)."""
+    import mlflow
+
+    started = mlflow.active_run() is None
+    if started:
+        mlflow.start_run(run_name="bi_induct")
+    try:
+        values = {}
+        for row in results_table.itertuples(index=False):
+            for column in ("value", "diff_vs_natural"):
+                value = float(getattr(row, column))
+                if math.isfinite(value):
+                    suffix = "" if column == "value" else "/diff_vs_natural"
+                    values[f"bi_induct/{row.preset}/{row.variant}/{row.metric}{suffix}"] = value
+        if values:
+            mlflow.log_metrics(values)
+    finally:
+        if started:
+            mlflow.end_run()
+    for run in sweep_manifest.itertuples(index=False):
+        run_id = getattr(run, "mlflow_run_id", None)
+        if not isinstance(run_id, str) or not run_id:
+            continue
+        rows = checkpoint_metrics[checkpoint_metrics["run_name"] == run.run_name]
+        try:
+            with mlflow.start_run(run_id=run_id, nested=True):
+                for step, group in rows.groupby("step"):
+                    metrics = {f"bi_induct/{m}": float(v) for m, v in zip(group["metric"],
+                               group["value"], strict=True) if math.isfinite(float(v))}  # fmt: skip
+                    mlflow.log_metrics(metrics, step=int(step))
+        except Exception as error:  # noqa: BLE001 - a missing run must not fail the pipeline
+            logger.warning("run %s: MLflow logging skipped (%s)", run.run_name, error)

@@ -1,0 +1,67 @@
+"""``bi_induct``: data engineering → training sweep (variants) → telemetry → evaluation.
+
+The stage pipelines are reused through namespaces (``experiment_stage`` of ``law_fit``): the
+sweep trains natural-only and snippet variants of each model size on the shared corpus
+products; telemetry scores every checkpoint; the experiment's own nodes check matched
+compute, evaluate every checkpoint (perplexity, ICL score, function-vector probes, ablation of
+the top induction heads vs random controls) and write the results table and figures.
+Datasets are ``bi_induct.<name>``; parameters ``params:bi_induct.<stage>``.
+"""
+
+from __future__ import annotations
+
+from kedro.pipeline import Node, Pipeline
+
+from ih_kedro.pipelines import data_engineering, telemetry, training
+from ih_kedro.pipelines.law_fit.pipeline import experiment_stage
+
+from .nodes import (
+    build_results_table,
+    evaluate_runs,
+    log_bi_induct_to_mlflow,
+    matched_compute,
+    plot_ablation_over_training,
+    plot_perplexity_gap,
+    plot_signatures,
+)
+
+EXPERIMENT = "bi_induct"
+
+
+def evaluation_pipeline() -> Pipeline:
+    """The experiment's own nodes, written un-namespaced (``experiment_stage`` adds
+    ``bi_induct.`` to datasets and parameters, as for the reused stages)."""
+    return Pipeline(
+        [
+            Node(matched_compute, "sweep_manifest", "compute_table", name="matched_compute"),
+            Node(evaluate_runs,
+                 ["compute_table", "sweep_manifest", "tokenizer", "train_tokens",
+                  "validation_tokens", "params:evaluation", "params:training"],
+                 ["checkpoint_metrics", "final_evaluations"], name="evaluate_runs"),
+            Node(build_results_table,
+                 ["final_evaluations", "compute_table", "params:evaluation"],
+                 "results_table", name="build_results_table"),
+            Node(plot_signatures, ["head_scores", "sweep_manifest"], "signatures_plot",
+                 name="plot_signatures"),
+            Node(plot_ablation_over_training, "checkpoint_metrics", "ablation_plot",
+                 name="plot_ablation_over_training"),
+            Node(plot_perplexity_gap, ["checkpoint_metrics", "params:evaluation"],
+                 "perplexity_gap_plot", name="plot_perplexity_gap"),
+            Node(log_bi_induct_to_mlflow, ["results_table", "checkpoint_metrics",
+                 "sweep_manifest"], None, name="log_bi_induct_to_mlflow"),
+        ]
+    )  # fmt: skip
+
+
+def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
+    corpus = Pipeline(
+        data_engineering.create_pipeline(),
+        namespace="data_engineering",
+        prefix_datasets_with_namespace=False,
+    )
+    return (
+        corpus
+        + experiment_stage(training.create_pipeline(), EXPERIMENT, "training")
+        + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry")
+        + experiment_stage(evaluation_pipeline(), EXPERIMENT, "evaluation")
+    )
