@@ -209,6 +209,21 @@ def test_executor_settings(tmp_path: Path) -> None:
     executor = _executor(slurm, [], 512, tmp_path / "logs", "signatures")
     assert type(executor).__name__ == "SlurmPipelineExecutor"
     assert executor.tasks == 512 and executor.partition == "cpu" and executor.time == "04:00:00"
+    # A per-kind section overrides the top level for that kind (conf/paper's layout).
+    params = {
+        "kind": "slurm",
+        "tasks": None,
+        "options": {},
+        "slurm": {"tasks": 2048, "workers": 512, "options": {"partition": "p", "time": "1:00"}},
+        "ray": {"tasks": 64},
+    }
+    chosen = ExecutorSettings.from_params(params)
+    assert (chosen.kind, chosen.tasks, chosen.workers) == ("slurm", 2048, 512)
+    assert chosen.options == {"partition": "p", "time": "1:00"}
+    local_params = ExecutorSettings.from_params({**params, "kind": "local"})
+    assert (local_params.tasks, local_params.workers, local_params.options) == (None, None, {})
+    with pytest.raises(ValueError, match=r"executor.slurm: unknown keys \['partition'\]"):
+        ExecutorSettings.from_params({"kind": "slurm", "slurm": {"partition": "p"}})
     local = _executor(ExecutorSettings(tasks=4, workers=1), [], 4, tmp_path / "l", "x")
     assert type(local).__name__ == "LocalPipelineExecutor" and local.workers == 1
 
