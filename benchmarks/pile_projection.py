@@ -24,7 +24,7 @@ def main() -> None:
     p.add_argument("--ms-kjv", type=float, default=1000 / 298, help="3.48 kB docs, all stages")
     p.add_argument("--share-buckets", type=float, default=0.027, help="of dedup CPU")
     p.add_argument("--share-exact", type=float, default=0.0015, help="of dedup CPU")
-    p.add_argument("--pack-tokens-per-cpu-s", type=float, default=270e3)
+    p.add_argument("--pack-tokens-per-cpu-s", type=float, default=316e3)
     p.add_argument("--cores-per-node", type=int, default=32)
     p.add_argument("--pair-us", type=float, default=5.0, help="clustering: per candidate pair")
     p.add_argument("--verify-us", type=float, default=0.0, help="clustering: per new link")

@@ -147,7 +147,7 @@ def test_paper_command_reaches_parameter_validation(micro_project, micro_params)
     result = run(words, micro_project)
     assert result.returncode != 0
     assert "training.executor.num_gpus_per_run" in output(result), output(result)
-    assert (micro_project / "data/05_model_input/pile/train_tokens/tokens.bin").is_file()
+    assert (micro_project / "data/05_model_input/pile/train_tokens/meta.json").is_file()
     assert not (micro_project / "data/06_models/law_fit/checkpoints").exists() or not any(
         (micro_project / "data/06_models/law_fit/checkpoints").iterdir()
     )

@@ -209,6 +209,21 @@ def test_executor_settings(tmp_path: Path) -> None:
     executor = _executor(slurm, [], 512, tmp_path / "logs", "signatures")
     assert type(executor).__name__ == "SlurmPipelineExecutor"
     assert executor.tasks == 512 and executor.partition == "cpu" and executor.time == "04:00:00"
+    # A per-kind section overrides the top level for that kind (conf/paper's layout).
+    params = {
+        "kind": "slurm",
+        "tasks": None,
+        "options": {},
+        "slurm": {"tasks": 2048, "workers": 512, "options": {"partition": "p", "time": "1:00"}},
+        "ray": {"tasks": 64},
+    }
+    chosen = ExecutorSettings.from_params(params)
+    assert (chosen.kind, chosen.tasks, chosen.workers) == ("slurm", 2048, 512)
+    assert chosen.options == {"partition": "p", "time": "1:00"}
+    local_params = ExecutorSettings.from_params({**params, "kind": "local"})
+    assert (local_params.tasks, local_params.workers, local_params.options) == (None, None, {})
+    with pytest.raises(ValueError, match=r"executor.slurm: unknown keys \['partition'\]"):
+        ExecutorSettings.from_params({"kind": "slurm", "slurm": {"partition": "p"}})
     local = _executor(ExecutorSettings(tasks=4, workers=1), [], 4, tmp_path / "l", "x")
     assert type(local).__name__ == "LocalPipelineExecutor" and local.workers == 1
 
@@ -276,3 +291,48 @@ def test_planted_copies_among_distinct_documents(tmp_path: Path) -> None:
     }
     assert report["parameters"]["seed"] == 1
     assert report["engine"]["lsh_bands"] == 18 and report["engine"]["lsh_rows"] == 7
+
+
+def test_clustering_verifies_candidates_and_keeps_the_lowest(tmp_path: Path) -> None:
+    """Stage 3 alone: a candidate pair joins only when >= threshold of its signature values
+    agree; the lowest (task, index) is kept; exact copies link but are not near removals."""
+    from datatrove.utils.hashing import HashConfig
+
+    from ih_kedro.science.sharded_dedup import MinhashConfig, VerifiedMinhashCluster
+
+    config = MinhashConfig(5, 2, 5, 1, hash_config=HashConfig(precision=32, hash_fc="sha1"))
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 2**32, size=10, dtype=np.uint32)
+
+    def similar(n_equal: int) -> np.ndarray:
+        other = base.copy()
+        other[n_equal:] ^= 1
+        return other
+
+    # task 0: doc 0 = base, doc 1 = 60% equal, doc 2 = exact copy of base (removed by exact)
+    # task 1: doc 0 = 90% equal (chained to task 0 only through the exact copy), doc 1 = 80%
+    (tmp_path / "sigs" / "full").mkdir(parents=True)
+    np.stack([base, similar(6), base]).tofile(tmp_path / "sigs" / "full" / "00000.sig")
+    np.stack([similar(9), similar(8)]).tofile(tmp_path / "sigs" / "full" / "00001.sig")
+    (tmp_path / "exact" / "0000").mkdir(parents=True)
+    np.array([2], dtype="<u4").tofile(tmp_path / "exact" / "0000" / "00000.c4_dup")
+    (tmp_path / "buckets").mkdir()
+    pairs = [(0, 0, 0, 1), (0, 0, 0, 2), (0, 2, 1, 0), (1, 0, 1, 1)]  # (task, doc, task, doc)
+    np.array(pairs, dtype="<u4").tofile(tmp_path / "buckets" / "00000_00.dups")
+    np.zeros((0, 4), dtype="<u4").tofile(tmp_path / "buckets" / "00001_00.dups")
+    step = VerifiedMinhashCluster(
+        str(tmp_path / "buckets"),
+        str(tmp_path / "sigs"),
+        str(tmp_path / "exact"),
+        str(tmp_path / "remove"),
+        config,
+        threshold=0.7,
+        n_tasks=2,
+    )
+    step.run()
+    remove0 = np.fromfile(tmp_path / "remove" / "000000.remove", dtype="<u4").tolist()
+    remove1 = np.fromfile(tmp_path / "remove" / "000001.remove", dtype="<u4").tolist()
+    assert remove0 == [2]  # the exact copy; doc 1 (60% equal) stays: not verified
+    assert remove1 == [0, 1]  # joined to task 0's doc 0 through the exact copy
+    clusters = np.fromfile(tmp_path / "remove" / "clusters.bin", dtype="<u4").reshape(-1, 4)
+    assert clusters.tolist() == [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0]]

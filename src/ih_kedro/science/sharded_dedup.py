@@ -23,8 +23,8 @@ over a shared ``work_dir``:
 4. **filtering** (``tasks`` tasks): the reader again → datatrove's ``MinhashDedupFilter`` →
    :class:`KeepMaskWriter` (per-task ``keep`` mask).
 
-Then :func:`sharded_deduplicate` merges the per-task counts into one report (the same keys as
-:func:`~ih_kedro.science.corpus.deduplicate` plus ``ingestion``) and one ``keep`` mask by
+Then :func:`sharded_deduplicate` merges the per-task counts into one report (the keys of the
+retired in-memory dedup plus ``ingestion`` and ``engine``) and one ``keep`` mask by
 ordinal. Because the blocks are contiguous, (task, index in task) sorts as the ordinal does:
 "first occurrence" means the same thing for any number of tasks, and the results do not depend
 on it.
@@ -151,19 +151,33 @@ class ExecutorSettings:
 
     @classmethod
     def from_params(cls, params: dict[str, Any] | None) -> ExecutorSettings:
-        """From ``data_engineering.executor`` (``kind``, ``tasks``, ``workers``, ``options``)."""
+        """From ``data_engineering.executor``: ``kind``, ``tasks``, ``workers``, ``options``,
+        and optional per-kind sections (``local:``, ``ray:``, ``slurm:``, each with ``tasks``,
+        ``workers``, ``options``) whose values override the top-level ones for that kind, so
+        one file names the cluster settings and ``--params data_engineering.executor.kind=slurm``
+        switches to them."""
         p = dict(params or {})
-        unknown = sorted(set(p) - {"kind", "tasks", "workers", "options"})
+        top = {"kind", "tasks", "workers", "options"}
+        unknown = sorted(set(p) - top - set(EXECUTORS))
         if unknown:
             raise ValueError(
                 f"data_engineering.executor: unknown keys {unknown}; expected some of "
-                "['kind', 'options', 'tasks', 'workers']"
+                f"{sorted(top | set(EXECUTORS))}"
             )
+        kind = str(p.get("kind", "local"))
+        section = dict(p.get(kind) or {}) if kind in EXECUTORS else {}
+        wrong = sorted(set(section) - {"tasks", "workers", "options"})
+        if wrong:
+            raise ValueError(
+                f"data_engineering.executor.{kind}: unknown keys {wrong}; expected some of "
+                "['options', 'tasks', 'workers']"
+            )
+        merged = {**{k: p.get(k) for k in ("tasks", "workers", "options")}, **section}
         settings = cls(
-            kind=str(p.get("kind", "local")),
-            tasks=None if p.get("tasks") is None else int(p["tasks"]),
-            workers=None if p.get("workers") is None else int(p["workers"]),
-            options=dict(p.get("options") or {}),
+            kind=kind,
+            tasks=None if merged.get("tasks") is None else int(merged["tasks"]),
+            workers=None if merged.get("workers") is None else int(merged["workers"]),
+            options=dict(merged.get("options") or {}),
         )
         settings.validate()
         return settings
@@ -557,8 +571,9 @@ def sharded_deduplicate(
         work_dir: Folder for the stages' files (emptied first; on a shared file system for
             Slurm/Ray). The returned ``keep`` is a read-only memmap of ``work_dir/keep.npy``.
         num_perm, threshold, shingle_size, seed, false_negative_weight, near, max_examples:
-            As :func:`ih_kedro.science.corpus.deduplicate`; ``num_perm`` and
-            ``false_negative_weight`` choose the bands (:func:`lsh_bands`).
+            ``data_engineering.dedup``: signature size, Jaccard threshold of the verification,
+            word n-gram size, permutation seed, weight of false negatives when choosing the
+            bands (:func:`lsh_bands`), near dedup on/off, example ids per report section.
         executor: Where the stages run (default: local, one task per core).
         held_out_fraction: When set, the report has a ``split`` section (MD5 hash split).
         max_bad_fraction: Checked on the merged ingestion counts (raises ``BadInputError``
@@ -566,8 +581,9 @@ def sharded_deduplicate(
 
     Returns:
         ``(keep, report)``: ``keep`` is a bool array ``(n_documents,)`` by ordinal; ``report``
-        has the keys of :func:`~ih_kedro.science.corpus.deduplicate` plus ``ingestion``,
-        ``engine`` (executor, tasks, bands, stage wall times).
+        has ``documents_in/out``, ``bytes_in/out``, ``exact_duplicates``, ``near_duplicates``
+        (counts, cluster sizes, example ids), ``parameters``, ``ingestion``, ``engine``
+        (executor, tasks, bands, stage wall times) and, with ``held_out_fraction``, ``split``.
     """
     if max_examples < 0:
         raise ValueError(f"data_engineering.dedup.max_examples: must be >= 0, got {max_examples}")
