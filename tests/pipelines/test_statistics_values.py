@@ -99,7 +99,8 @@ def test_censored_option_reaches_the_fit():
     )
     assert (tobit["n_runs"], tobit["n_censored"], tobit["n_censored_excluded"]) == (12, 3, 0)
     assert excluded["wald"]["test"] == "F" and tobit["wald"]["test"] == "chi2"
-    assert tobit["model"]["df_resid"] is None  # normal quantiles (infinite dof)
+    # Seed replicates: the Tobit covariance is clustered by configuration, t on G - k df.
+    assert tobit["n_clusters"] == 6 and tobit["model"]["df_resid"] == 6 - 3
     # Tobit knows the censored cell emerged after its last step; exclude never saw it.
     at_censored = [law_prediction(s, [32], [64])[0] for s in (tobit, excluded)]
     assert at_censored[0] > at_censored[1]
