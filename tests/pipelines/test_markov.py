@@ -79,10 +79,12 @@ def _micro_params(project: Path) -> dict:
             ),
         },
     }
-    for key, value in overrides.items():
-        (project / "conf" / "local" / f"parameters_{key}.yml").write_text(
-            yaml.safe_dump({key: value})
-        )
+    # Parameters merge softly across environments (a conf/local dict cannot drop base's
+    # processes or cells), so the markov block replaces the temporary project's base file.
+    (base / "parameters_markov.yml").write_text(yaml.safe_dump({EXPERIMENT: overrides[EXPERIMENT]}))
+    (project / "conf" / "local" / "parameters_data_engineering.yml").write_text(
+        yaml.safe_dump({"data_engineering": overrides["data_engineering"]})
+    )
     return overrides
 
 
