@@ -1,0 +1,284 @@
+"""``markov`` nodes: design the processes, plan the variant data, judge the conditions.
+
+Thin wrappers around :mod:`ih_kedro.science.markov_process`, :mod:`ih_kedro.science.markov_data`
+and :mod:`ih_kedro.science.statistics.markov_verdicts`; the catalog does all file I/O except the
+optional read of the pareto experiment's frontier table (a path parameter: a fresh clone has
+none, and then the near-frontier level falls back to its parameter).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
+
+from ih_kedro.science.markov_data import VARIANT, markov_sequences, resolve_levels, state_token_ids
+from ih_kedro.science.markov_process import MarkovProcess, MarkovSpec, design_process
+from ih_kedro.science.packed import PackedTokens
+from ih_kedro.science.statistics.markov_plots import plot_conditions, plot_processes
+from ih_kedro.science.statistics.markov_verdicts import (
+    condition_table,
+    emergence_status,
+    judge_claims,
+    verdict_summary,
+)
+
+logger = logging.getLogger(__name__)
+
+_SPEC_DEFAULT_KEYS = (
+    "zipf_exponent",
+    "n_groups",
+    "steps",
+    "learning_rate",
+    "kl_tolerance",
+    "entropy_tolerance",
+    "similarity_tolerance",
+    "seed",
+)
+
+
+def process_specs(design: Mapping[str, Any]) -> list[MarkovSpec]:
+    """One :class:`MarkovSpec` per entry of ``design.processes`` (``design.defaults`` and
+    ``design.vocab_size`` fill what an entry leaves out)."""
+    processes = design.get("processes") or {}
+    if not processes:
+        raise ValueError("markov.design.processes: no process to design")
+    defaults = dict(design.get("defaults") or {})
+    unknown = sorted(set(defaults) - set(_SPEC_DEFAULT_KEYS))
+    if unknown:
+        raise ValueError(f"markov.design.defaults: unknown option(s) {unknown}")
+    specs = []
+    for name, options in processes.items():
+        merged = {"vocab_size": int(design["vocab_size"]), **defaults, **dict(options or {})}
+        spec = MarkovSpec.from_dict(str(name), merged)
+        spec.validate()
+        specs.append(spec)
+    return specs
+
+
+def _check_probe_pools(vocab_size: int, training: Mapping[str, Any], telemetry: Mapping) -> None:
+    """Probes must use tokens the model sees: pools no larger than the processes' states."""
+    online = dict(training.get("online_emergence") or {})
+    pool = int(online.get("token_pool_size", 500))
+    if online.get("enabled", True) and pool > vocab_size:
+        raise ValueError(
+            f"markov.training.online_emergence.token_pool_size: {pool} probe tokens but the "
+            f"processes emit only {vocab_size} (markov.design.vocab_size); set it <= {vocab_size}"
+        )
+    probe = dict(telemetry.get("probe") or {})
+    if probe.get("source", "frequent") != "frequent" or int(probe.get("top_k", 0)) > vocab_size:
+        raise ValueError(
+            f"markov.telemetry.probe: probes must come from the {vocab_size} tokens the "
+            f"processes emit (source: frequent, top_k <= {vocab_size}); got source "
+            f"{probe.get('source')!r}, top_k {probe.get('top_k')}"
+        )
+
+
+def design_processes(
+    train_tokens: PackedTokens,
+    design: dict[str, Any],
+    training: dict[str, Any],
+    telemetry: dict[str, Any],
+) -> tuple[dict[str, MarkovProcess], pd.DataFrame]:
+    """Design every process (a missed target fails here, before any training) and map its
+    states to the most frequent training tokens.
+
+    Returns ``processes`` (name -> process) and ``process_table`` (one row per process: its
+    targets and achieved properties).
+    """
+    specs = process_specs(design)
+    vocab = int(design["vocab_size"])
+    _check_probe_pools(vocab, training, telemetry)
+    token_ids = state_token_ids(
+        train_tokens.tokens, train_tokens.vocab_size, vocab, train_tokens.eos_token_id
+    )  # (V,)
+    processes: dict[str, MarkovProcess] = {}
+    rows = []
+    for spec in tqdm(specs, desc="designing markov processes"):
+        process = design_process(spec)
+        process.token_ids = token_ids
+        processes[spec.name] = process
+        rows.append(
+            {
+                "process": spec.name,
+                "marginal": spec.marginal,
+                "local_dependency": spec.local_dependency,
+                "categorical": spec.categorical,
+                "target_entropy_ratio": spec.entropy_ratio if spec.local_dependency else 1.0,
+                "target_within_similarity": spec.within_similarity,
+                "target_across_similarity": spec.across_similarity,
+                **process.properties,
+            }
+        )
+    return processes, pd.DataFrame(rows)
+
+
+def _read_frontier_table(path: str | None) -> pd.DataFrame | None:
+    if not path or not Path(path).is_file():
+        return None
+    return pd.read_csv(path)
+
+
+def plan_variant_data(
+    processes: dict[str, MarkovProcess], repetition: dict[str, Any]
+) -> dict[str, Any]:
+    """The options every training cell shares: process files (and checksums) and the resolved
+    repetition levels. Reading ``processes`` from the catalog makes the design a real upstream
+    of training."""
+    frontier = _read_frontier_table(repetition.get("frontier_table"))
+    levels = resolve_levels(repetition.get("levels") or {}, frontier)
+    for name, level in levels.items():
+        logger.info(
+            "markov level %s: frequency %.3g, reliability %.3g (%s)",
+            name,
+            level["frequency"],
+            level["reliability"],
+            level["source"],
+        )
+    missing = [name for name, p in processes.items() if not p.path]
+    if missing:
+        raise ValueError(f"markov.processes: {missing} have no file path (load them from disk)")
+    return {
+        "process_paths": {name: p.path for name, p in processes.items()},
+        "process_checksums": {name: p.checksum() for name, p in processes.items()},
+        "levels": levels,
+    }
+
+
+def run_cells(training: dict[str, Any]) -> pd.DataFrame:
+    """``run_name, seed, process, level`` of every markov run of the training grid."""
+    from ih_kedro.pipelines.training.nodes import expand_grid
+
+    rows = [
+        {
+            "run_name": config.run_name,
+            "seed": int(config.seed),
+            "process": str(config.variant_options.get("process")),
+            "level": str(config.variant_options.get("level")),
+        }
+        for config in expand_grid(training)
+        if config.data_variant == VARIANT
+    ]
+    if not rows:
+        raise ValueError("markov.training.data_variants: no cell uses the markov variant")
+    return pd.DataFrame(rows)
+
+
+def build_conditions(
+    emergence_table: pd.DataFrame,
+    process_table: pd.DataFrame,
+    processes: dict[str, MarkovProcess],
+    variant_data: dict[str, Any],
+    training: dict[str, Any],
+    conditions: dict[str, Any],
+) -> pd.DataFrame:
+    """The conditions table: one row per (process, repetition level) with formed?, S* and CI,
+    status, the achieved process properties and the realised repetition knobs."""
+    metric = str(conditions.get("metric", "prefix_matching"))
+    method = str(conditions.get("method", "threshold"))
+    table = emergence_table[
+        (emergence_table["metric"] == metric) & (emergence_table["method"] == method)
+    ]
+    if table.empty:
+        raise ValueError(
+            f"markov.conditions: no emergence rows for metric {metric!r}, method {method!r}"
+        )
+    table = table.assign(status=emergence_status(table))
+    cells = run_cells(training)
+    runs = cells.merge(
+        table[["run_name", "status", "step", "ci_low", "ci_high", "last_step"]],
+        on="run_name",
+        how="left",
+    )
+    if runs["status"].isna().any():
+        missing = sorted(runs.loc[runs["status"].isna(), "run_name"])
+        raise ValueError(f"markov.conditions: runs missing from the emergence table: {missing}")
+    descriptors = process_table.set_index("process")[
+        ["marginal", "local_dependency", "categorical"]
+    ]
+    runs = runs.join(descriptors, on="process")
+    levels = variant_data["levels"]
+    runs["frequency"] = [levels[level]["frequency"] for level in runs["level"]]
+    runs["reliability"] = [levels[level]["reliability"] for level in runs["level"]]
+    properties = process_table.drop(columns=["local_dependency", "categorical", "marginal"])
+    result = condition_table(runs, properties)
+    realised = [
+        _realised_repetition(processes[p], levels[lv], int(training["context_lengths"][0]) + 1)
+        for p, lv in zip(result["process"], result["level"], strict=True)
+    ]
+    return pd.concat([result, pd.DataFrame(realised)], axis=1)
+
+
+def _realised_repetition(
+    process: MarkovProcess, level: Mapping[str, Any], width: int, n: int = 512
+) -> dict[str, float]:
+    from ih_kedro.science.semi_natural import measure_repetition
+
+    sample = markov_sequences(
+        process,
+        n,
+        width,
+        float(level["frequency"]),
+        float(level["reliability"]),
+        np.random.default_rng(0),
+    )  # (n, C+1)
+    stats = measure_repetition(sample)
+    return {
+        "realised_frequency": stats.frequency,
+        "realised_reliability": stats.reliability,
+    }
+
+
+def judge(conditions_table: pd.DataFrame, conditions: dict[str, Any]) -> dict[str, Any]:
+    """``verdicts.json``: per claim the verdict, the reason and the deciding cells, plus the
+    budget and seeds behind them."""
+    verdicts = judge_claims(
+        conditions_table,
+        high_level=str(conditions.get("high_level", "high")),
+        frontier_level=str(conditions.get("frontier_level", "near_frontier")),
+    )
+    logger.info("markov verdicts: %s", verdict_summary(verdicts))
+    budget = conditions_table["budget_steps"]
+    return {
+        "claims": verdicts,
+        "budget_steps": int(budget.max()) if len(budget) else None,
+        "n_seeds": sorted({int(n) for n in conditions_table["n_seeds"]}),
+        "metric": str(conditions.get("metric", "prefix_matching")),
+        "method": str(conditions.get("method", "threshold")),
+    }
+
+
+def conditions_figure(conditions_table: pd.DataFrame) -> Figure:
+    return plot_conditions(conditions_table)
+
+
+def processes_figure(processes: dict[str, MarkovProcess]) -> Figure:
+    return plot_processes(processes)
+
+
+def log_markov_to_mlflow(verdicts: dict[str, Any], conditions_table: pd.DataFrame) -> None:
+    """Verdicts as MLflow tags, per-condition formed share and S* as metrics."""
+    import mlflow
+
+    started = mlflow.active_run() is None
+    if started:
+        mlflow.start_run(run_name="markov")
+    try:
+        mlflow.set_tags({f"markov.{name}": v["verdict"] for name, v in verdicts["claims"].items()})
+        metrics = {}
+        for row in conditions_table.itertuples(index=False):
+            key = str(row.condition).replace("@", ".")
+            metrics[f"markov.{key}.formed_share"] = float(row.formed_share)
+            if not math.isnan(row.s_star):
+                metrics[f"markov.{key}.s_star"] = float(row.s_star)
+        mlflow.log_metrics(metrics)
+    finally:
+        if started:
+            mlflow.end_run()

@@ -1,0 +1,70 @@
+"""``markov``: designed Markov processes x repetition level x seeds -> training -> telemetry ->
+conditions table and claim verdicts.
+
+Own nodes (namespace ``markov``): ``design_processes`` (``markov.processes``, one ``.npz`` per
+process, and ``markov.process_table``) -> ``plan_variant_data`` (``markov.variant_data``: the
+process files and the resolved repetition levels, read by the training sweep: a real graph edge)
+-> the stage pipelines ``training`` and ``telemetry`` reused in the ``markov`` namespace ->
+``build_conditions`` (``markov.conditions_table``) -> ``judge`` (``markov.verdicts``), figures and
+MLflow.
+"""
+
+from __future__ import annotations
+
+from kedro.pipeline import Node, Pipeline
+
+from ih_kedro.pipelines import data_engineering, telemetry, training
+from ih_kedro.pipelines.law_fit.pipeline import experiment_stage
+
+from .nodes import (
+    build_conditions,
+    conditions_figure,
+    design_processes,
+    judge,
+    log_markov_to_mlflow,
+    plan_variant_data,
+    processes_figure,
+)
+
+EXPERIMENT = "markov"
+
+
+def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
+    corpus = Pipeline(
+        data_engineering.create_pipeline(),
+        namespace="data_engineering",
+        prefix_datasets_with_namespace=False,
+    )
+    design = Pipeline(
+        [
+            Node(design_processes,
+                 ["train_tokens", "params:design", "params:training", "params:telemetry"],
+                 ["processes", "process_table"], name="design_processes"),
+            Node(plan_variant_data, ["processes", "params:repetition"], "variant_data",
+                 name="plan_variant_data"),
+            Node(processes_figure, "processes", "processes_plot", name="plot_processes"),
+        ],
+        namespace=EXPERIMENT,
+        inputs={"train_tokens"},
+    )  # fmt: skip
+    report = Pipeline(
+        [
+            Node(build_conditions,
+                 ["emergence_table", "process_table", "processes", "variant_data",
+                  "params:training", "params:conditions"],
+                 "conditions_table", name="build_conditions"),
+            Node(judge, ["conditions_table", "params:conditions"], "verdicts", name="judge"),
+            Node(conditions_figure, "conditions_table", "conditions_plot",
+                 name="plot_conditions"),
+            Node(log_markov_to_mlflow, ["verdicts", "conditions_table"], None,
+                 name="log_markov_to_mlflow"),
+        ],
+        namespace=EXPERIMENT,
+    )  # fmt: skip
+    return (
+        corpus
+        + design
+        + experiment_stage(training.create_pipeline(variant_data=True), EXPERIMENT, "training")
+        + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry")
+        + report
+    )
