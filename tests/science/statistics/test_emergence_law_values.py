@@ -486,3 +486,20 @@ def test_summary_dict_holds_every_estimate_under_its_name():
     assert single["identifiable"] == {"a": True, "b": False}
     with pytest.raises(ValueError, match="a summary dict needs the 'model' block"):
         predict_emergence({"response": "step"}, 64, 64)
+
+
+def test_prediction_boundaries_and_single_value_warning(caplog):
+    fit = fit_emergence_law(law_table(), leave_one_out=False)
+    with pytest.raises(ValueError, match=r"level: must be in \(0, 1\), got 1.0"):
+        predict_emergence(fit, 64, 64, level=1.0)
+    for batch, context in ((0, 64), (64, 0)):
+        with pytest.raises(ValueError, match="must be positive"):
+            predict_emergence(fit, batch, context)
+    single = fit_emergence_law(law_table().query("batch_size == 64"), leave_one_out=False)
+    with caplog.at_level(logging.WARNING):
+        same = predict_emergence(single, 64, [32, 128])
+    assert "saw a single log_batch_size" not in caplog.text and same.step.notna().all()
+    with caplog.at_level(logging.WARNING):
+        other = predict_emergence(single, [64, 32], 64)
+    assert "saw a single log_batch_size" in caplog.text
+    assert np.isfinite(other.step.iloc[0]) and np.isnan(other.step_high.iloc[1])
