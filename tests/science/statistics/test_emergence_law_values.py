@@ -457,3 +457,81 @@ def test_cluster_robust_ols_cis_equal_statsmodels_cluster_with_g_minus_k_df(leve
     assert fit.b_ci == pytest.approx(
         (-(ols.params[2] + half[2]), -(ols.params[2] - half[2])), rel=1e-9
     )
+
+
+def test_leave_one_out_skips_a_configuration_it_cannot_predict_and_goes_on():
+    """Holding out the only B = 64 configuration leaves B constant: that one is NaN (skipped),
+    every other configuration is still predicted from the rest."""
+    rows = [(64, 32)] + [(32, c) for c in (32, 64, 128)]
+    rng = np.random.default_rng(1)
+    table = pd.DataFrame(
+        [
+            {
+                "batch_size": bs,
+                "context_length": c,
+                "seed": s,
+                "step": T / (bs**A * c**B) * math.exp(rng.normal(0, 0.1)),
+            }
+            for bs, c in rows
+            for s in range(2)
+        ]
+    )
+    fit = fit_emergence_law(table)
+    loo = fit.data.loo_log_predicted.to_numpy()
+    assert np.isnan(loo[:2]).all() and np.isfinite(loo[2:]).all()
+    expected = np.empty(len(table) - 2)
+    X, y = design(table), np.log(table.step.to_numpy())
+    groups = table.batch_size.astype(str) + "|" + table.context_length.astype(str)
+    for i, group in enumerate(groups.iloc[2:], start=2):
+        held = (groups == group).to_numpy()
+        beta = np.linalg.lstsq(X[~held], y[~held], rcond=None)[0]
+        expected[i - 2] = X[i] @ beta
+    np.testing.assert_allclose(loo[2:], expected, rtol=1e-10)
+    assert fit.loo_r_log == pytest.approx(np.corrcoef(expected, y[2:])[0, 1], rel=1e-10)
+
+
+def test_summary_dict_holds_every_estimate_under_its_name():
+    fit = fit_emergence_law(law_table(seed=10))
+    summary = fit_summary_dict(fit)
+    assert summary["response"] == "step" and summary["censored_handling"] == "exclude"
+    for name in ("a", "b", "log_T", "T", "pearson_r_log", "pearson_r_linear"):
+        ci = getattr(fit, f"{name}_ci")
+        assert summary[name] == {
+            "estimate": pytest.approx(getattr(fit, name), rel=1e-12),
+            "ci_low": pytest.approx(ci[0], rel=1e-12),
+            "ci_high": pytest.approx(ci[1], rel=1e-12),
+        }, name
+    for name in ("r_squared", "loo_r_log", "loo_r_linear", "residual_sd"):
+        assert summary[name] == pytest.approx(getattr(fit, name), rel=1e-12), name
+    for name in ("n_runs", "n_censored", "n_censored_excluded", "n_configurations"):
+        assert summary[name] == getattr(fit, name) and isinstance(summary[name], int), name
+    model = summary["model"]
+    assert model["coef_names"] == ["const", "log_batch_size", "log_context_length"]
+    np.testing.assert_allclose(model["params"], fit.params, rtol=1e-12)
+    np.testing.assert_allclose(model["cov"], fit.cov, rtol=1e-12)
+    assert model["sigma"] == fit.residual_sd and model["df_resid"] == 24.0
+    assert model["constants"] == {} and summary["extra_covariates"] == []
+    # A single context length: b is NaN (None in JSON) and C is held as a constant.
+    single = fit_summary_dict(fit_emergence_law(law_table().query("context_length == 64")))
+    assert single["b"] == {"estimate": None, "ci_low": None, "ci_high": None}
+    assert single["model"]["constants"] == {"log_context_length": pytest.approx(math.log(64))}
+    assert single["identifiable"] == {"a": True, "b": False}
+    with pytest.raises(ValueError, match="a summary dict needs the 'model' block"):
+        predict_emergence({"response": "step"}, 64, 64)
+
+
+def test_prediction_boundaries_and_single_value_warning(caplog):
+    fit = fit_emergence_law(law_table(), leave_one_out=False)
+    with pytest.raises(ValueError, match=r"level: must be in \(0, 1\), got 1.0"):
+        predict_emergence(fit, 64, 64, level=1.0)
+    for batch, context in ((0, 64), (64, 0)):
+        with pytest.raises(ValueError, match="must be positive"):
+            predict_emergence(fit, batch, context)
+    single = fit_emergence_law(law_table().query("batch_size == 64"), leave_one_out=False)
+    with caplog.at_level(logging.WARNING):
+        same = predict_emergence(single, 64, [32, 128])
+    assert "saw a single log_batch_size" not in caplog.text and same.step.notna().all()
+    with caplog.at_level(logging.WARNING):
+        other = predict_emergence(single, [64, 32], 64)
+    assert "saw a single log_batch_size" in caplog.text
+    assert np.isfinite(other.step.iloc[0]) and np.isnan(other.step_high.iloc[1])
