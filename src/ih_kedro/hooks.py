@@ -110,6 +110,8 @@ class MlflowPresentationHooks:
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:  # noqa: ANN001
         import mlflow
 
+        self._catalog = catalog
+
         active = mlflow.active_run()
         if active is None:
             return
@@ -126,11 +128,24 @@ class MlflowPresentationHooks:
                 ),
             )
 
+    _catalog: Any = None
+
+    def _logs_itself(self, dataset_name: str) -> bool:
+        """Whether the dataset is an ``MlflowArtifactDataset`` (it logs its own artifact; logging
+        it here too would duplicate it)."""
+        try:
+            dataset = self._catalog.get(dataset_name) if self._catalog is not None else None
+        except Exception:  # noqa: BLE001 - an unknown name is simply not self-logging
+            return False
+        return type(dataset).__name__.startswith("MlflowArtifactDataset")
+
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:  # noqa: ANN001
         import mlflow
 
         if mlflow.active_run() is None:
+            return
+        if self._logs_itself(dataset_name):
             return
         artifact = report_artifact_path(dataset_name, data)
         if artifact is None:
