@@ -34,3 +34,27 @@ def test_descriptions_name_the_pipeline_and_the_run() -> None:
     assert training_run_description("r1", {**params, "data_variant": "copy_spans"}).startswith(
         "Training run r1 (preset attn-only-2l-d128, B = 32, C = 24, seed = 1, data: copy_spans),"
     )
+
+
+def test_artifact_datasets_are_left_to_log_themselves():
+    """An ``MlflowArtifactDataset`` logs its own artifact: the hook must not log it again."""
+    from kedro.io import DataCatalog
+
+    from ih_kedro.hooks import MlflowPresentationHooks
+
+    figure = {"type": "matplotlib.MatplotlibDataset", "filepath": "/tmp/never-written.png"}
+    catalog = DataCatalog.from_config(
+        {
+            "pareto.heatmap": {
+                "type": "kedro_mlflow.io.artifacts.MlflowArtifactDataset",
+                "artifact_path": "pareto",
+                "dataset": figure,
+            },
+            "law_fit.ps_plot": figure,
+        }
+    )
+    hooks = MlflowPresentationHooks()
+    hooks._catalog = catalog
+    assert hooks._logs_itself("pareto.heatmap") is True
+    assert hooks._logs_itself("law_fit.ps_plot") is False
+    assert hooks._logs_itself("not.in.the.catalog") is False

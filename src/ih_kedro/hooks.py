@@ -137,7 +137,9 @@ class MlflowPresentationHooks:
             dataset = self._catalog.get(dataset_name) if self._catalog is not None else None
         except Exception:  # noqa: BLE001 - an unknown name is simply not self-logging
             return False
-        return type(dataset).__name__.startswith("MlflowArtifactDataset")
+        # kedro-mlflow builds a subclass of the wrapped dataset (e.g. ``MlflowMatplotlibDataset``)
+        # in its ``mlflow_artifact_dataset`` module.
+        return type(dataset).__module__.startswith("kedro_mlflow.io.artifacts")
 
     @hook_impl
     def after_dataset_saved(self, dataset_name: str, data: Any, node) -> None:  # noqa: ANN001

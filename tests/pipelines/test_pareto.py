@@ -272,8 +272,14 @@ def test_pareto_kedro_run_end_to_end(micro_project: Path) -> None:
         runs = mlflow.search_runs(search_all_experiments=True)
         assert "metrics.pareto.frontier_fitted" in runs.columns
         top = runs[runs["metrics.pareto.frontier_fitted"].notna()]["run_id"].iloc[0]
-        artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(top, "pareto")}
-        assert artifacts == {"pareto/frontier_heatmap.png", "pareto/sstar_vs_distance.png"}
+        client = mlflow.MlflowClient()
+        artifacts = {a.path for a in client.list_artifacts(top, "pareto")}
+        assert {"pareto/frontier_heatmap.png", "pareto/sstar_vs_distance.png"} <= artifacts
+        # The stage figures (telemetry) go under pareto/figures/, the frontier figures only once.
+        figures = {a.path for a in client.list_artifacts(top, "pareto/figures")}
+        assert figures and not {"frontier_heatmap", "sstar_vs_distance_plot"} & {
+            p.rsplit("/", 1)[-1].removesuffix(".png") for p in figures
+        }
         nested = runs[runs["tags.mlflow.parentRunId"].notna()]
         assert len(nested) >= len(CELLS)
     finally:
