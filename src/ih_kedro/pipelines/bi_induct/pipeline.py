@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from kedro.pipeline import Node, Pipeline
 
-from ih_kedro.pipelines import data_engineering, telemetry, training
-from ih_kedro.pipelines.law_fit.pipeline import experiment_stage
+from ih_kedro.pipelines import telemetry, training
+from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, experiment_stage
 
 from .nodes import (
     build_results_table,
@@ -54,13 +54,8 @@ def evaluation_pipeline() -> Pipeline:
 
 
 def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
-    corpus = Pipeline(
-        data_engineering.create_pipeline(),
-        namespace="data_engineering",
-        prefix_datasets_with_namespace=False,
-    )
     return (
-        corpus
+        corpus_stage()
         + experiment_stage(training.create_pipeline(), EXPERIMENT, "training")
         + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry")
         + experiment_stage(evaluation_pipeline(), EXPERIMENT, "evaluation")

@@ -31,14 +31,19 @@ def experiment_stage(stage: Pipeline, experiment: str, stage_name: str) -> Pipel
     return Pipeline(grouped, namespace=experiment, inputs=shared)
 
 
-def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
-    corpus = Pipeline(
+def corpus_stage() -> Pipeline:
+    """The data-engineering stage every experiment starts from (its products are shared, not
+    namespaced: one corpus, tokenizer and token stream for all experiments)."""
+    return Pipeline(
         data_engineering.create_pipeline(),
         namespace="data_engineering",
         prefix_datasets_with_namespace=False,
     )
+
+
+def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
     return (
-        corpus
+        corpus_stage()
         + experiment_stage(training.create_pipeline(), EXPERIMENT, "training")
         + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry")
         + experiment_stage(statistics.create_pipeline(), EXPERIMENT, "statistics")

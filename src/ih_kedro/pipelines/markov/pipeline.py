@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from kedro.pipeline import Node, Pipeline
 
-from ih_kedro.pipelines import data_engineering, telemetry, training
-from ih_kedro.pipelines.law_fit.pipeline import experiment_stage
+from ih_kedro.pipelines import telemetry, training
+from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, experiment_stage
 
 from .nodes import (
     build_conditions,
@@ -30,11 +30,6 @@ EXPERIMENT = "markov"
 
 
 def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
-    corpus = Pipeline(
-        data_engineering.create_pipeline(),
-        namespace="data_engineering",
-        prefix_datasets_with_namespace=False,
-    )
     design = Pipeline(
         [
             Node(design_processes,
@@ -62,7 +57,7 @@ def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
         namespace=EXPERIMENT,
     )  # fmt: skip
     return (
-        corpus
+        corpus_stage()
         + design
         + experiment_stage(training.create_pipeline(variant_data=True), EXPERIMENT, "training")
         + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry")

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from kedro.pipeline import Node, Pipeline
 
-from ih_kedro.pipelines import data_engineering, telemetry, training
-from ih_kedro.pipelines.law_fit.pipeline import experiment_stage
+from ih_kedro.pipelines import telemetry, training
+from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, experiment_stage
 
 from .nodes import (
     build_bigram_model,
@@ -67,13 +67,8 @@ def frontier_pipeline() -> Pipeline:
 
 
 def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
-    corpus = Pipeline(
-        data_engineering.create_pipeline(),
-        namespace="data_engineering",
-        prefix_datasets_with_namespace=False,
-    )
     return (
-        corpus
+        corpus_stage()
         + experiment_stage(semi_natural_pipeline(), EXPERIMENT, "semi_natural")
         + experiment_stage(training.create_pipeline(variant_data=True), EXPERIMENT, "training")
         + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry")
