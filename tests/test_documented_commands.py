@@ -28,7 +28,13 @@ from ih_kedro.science.statistics.emergence_law import (
     predict_emergence,
 )
 from ih_kedro.science.training import CheckpointStore
-from tests.pipelines.test_law_fit import micro_params, micro_project  # noqa: F401 - fixtures
+from tests.micro_project import deep_merge
+from tests.pipelines.test_law_fit import (  # noqa: F401 - fixtures
+    MICRO_TELEMETRY,
+    MICRO_TRAINING,
+    micro_params,
+    micro_project,
+)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -117,6 +123,45 @@ def test_predict_command(tmp_path):
 
 
 @pytest.mark.slow
+def test_stage_commands_in_order(micro_project, micro_params):  # noqa: F811
+    """The README's stage commands, as typed and in order: data engineering, the training sweep
+    (its own ``training`` parameters, shrunk in conf/local), then offline telemetry on the
+    checkpoints it wrote. Each reads only what the previous one left in the catalog."""
+    root = Path(__file__).resolve().parents[1]
+    base_training = yaml.safe_load((root / "conf/base/parameters_training.yml").read_text())
+    base_telemetry = yaml.safe_load((root / "conf/base/parameters_telemetry.yml").read_text())
+    local = micro_project / "conf" / "local"
+    training = deep_merge(base_training["training"], MICRO_TRAINING)
+    training.update(batch_sizes=[4], context_lengths=[16], data_variants=["copy_spans"])
+    training["executor"] = {**training["executor"], "kind": "sequential"}
+    (local / "parameters_training.yml").write_text(yaml.safe_dump({"training": training}))
+    telemetry = deep_merge(base_telemetry["telemetry"], MICRO_TELEMETRY)
+    (local / "parameters_telemetry.yml").write_text(yaml.safe_dump({"telemetry": telemetry}))
+    try:
+        for prefix in ("kedro run --pipeline=data_engineering", "kedro run --pipeline=training",
+                       "kedro run --pipeline=telemetry"):  # fmt: skip
+            words = command_in_readme(prefix)
+            assert words == ["kedro", "run", prefix.split()[-1]]
+            result = run(words, micro_project)
+            assert result.returncode == 0, output(result)
+    finally:
+        (local / "parameters_training.yml").unlink()
+        (local / "parameters_telemetry.yml").unlink()
+    outputs = micro_project / "data" / "07_model_output"
+    manifest = pd.read_parquet(outputs / "sweep_manifest.parquet")
+    assert manifest["run_name"].tolist() == ["attn-only-2l-d128_B4_C16_copy_spans_s0"]
+    assert manifest["steps_trained"].tolist() == [12]
+    scores = pd.read_parquet(outputs / "head_scores.parquet")
+    assert set(scores["run_name"]) == set(manifest["run_name"])
+    # step 0, the dense steps 1 and 2, every 6 steps, the final step
+    assert sorted(scores["step"].unique()) == [0, 1, 2, 6, 12]
+    assert set(scores["probe_length"]) == {8}  # min(50, 16 // 2)
+    table = pd.read_parquet(outputs / "emergence_table.parquet")
+    assert set(table["run_name"]) == set(manifest["run_name"])
+    assert table["status"].notna().all()
+
+
+@pytest.mark.slow
 def test_telemetry_external_command(micro_project, micro_params, tmp_path):  # noqa: F811
     result = run(["kedro", "run", "--pipeline=data_engineering"], micro_project)
     assert result.returncode == 0, output(result)
@@ -169,7 +214,7 @@ def test_multi_rank_command_end_to_end(micro_project, micro_params):  # noqa: F8
     manifest = pd.read_parquet(
         micro_project / "data/07_model_output/law_fit/sweep_manifest.parquet"
     )
-    assert manifest["run_name"].tolist() == ["attn-only-2l-d128_B8_C16_copy_spans_s0"]
+    assert manifest["run_name"].tolist() == ["attn-only-2l-d128_B8_C16_fixed_rate_copies_s0"]
     assert manifest["steps_trained"].tolist() == [12]
     run_dir = Path(manifest["run_dir"][0])
     assert "2 ranks" in output(result) or (run_dir / "deepspeed_job.log").is_file()

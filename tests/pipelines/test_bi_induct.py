@@ -8,23 +8,26 @@ in a subprocess (KedroSession, catalog, DeepSpeed, kedro-mlflow, an SQLite MLflo
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
-from itertools import islice
 from pathlib import Path
 
 import mlflow
 import pandas as pd
 import pytest
-import yaml
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
 from ih_kedro.pipelines.bi_induct.nodes import matched_compute, variant_label
 from ih_kedro.pipelines.bi_induct.pipeline import EXPERIMENT
 from ih_kedro.science.bi_induct import MatchedComputeError
-from ih_kedro.science.corpus import kjv_documents, write_pile_shards
+from tests.micro_project import (
+    base_parameters,
+    deep_merge,
+    kedro_run,
+    micro_data_engineering,
+    new_micro_project,
+    run_output,
+    write_local_parameters,
+)
 
 MICRO_TRAINING = {
     "batch_sizes": [4],
@@ -45,16 +48,6 @@ MICRO_TELEMETRY = {"probe": {"n_samples": 4}, "batch_size": 4, "n_validation_seq
                    "emergence": {"n_bootstrap": 5}}  # fmt: skip
 MICRO_EVALUATION = {"n_validation_sequences": 4, "n_prompts_per_task": 1, "n_probes": 4,
                     "n_controls": 1, "every_nth_checkpoint": 2, "results": {"n_bootstrap": 20}}  # fmt: skip
-
-
-def _deep_merge(base: dict, override: dict) -> dict:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def _manifest(**changes) -> pd.DataFrame:
@@ -99,42 +92,24 @@ def test_registry_has_bi_induct(project_root: Path) -> None:
 
 
 @pytest.fixture()
-def micro_project(tmp_path: Path, project_root: Path) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(project_root / "pyproject.toml", project / "pyproject.toml")
-    (project / "src").mkdir()
-    shutil.copytree(project_root / "conf" / "base", project / "conf" / "base")
-    (project / "conf" / "local").mkdir()
-    records = [{"text": d["text"], "meta": d.get("meta", {"pile_set_name": "KJV"})}
-               for d in islice(kjv_documents(), 60)]  # fmt: skip
-    write_pile_shards(records, project / "data" / "01_raw" / "corpus", docs_per_shard=30)
-    base = project / "conf" / "base"
-    params = yaml.safe_load((base / "parameters_bi_induct.yml").read_text())[EXPERIMENT]
-    data = yaml.safe_load((base / "parameters_data_engineering.yml").read_text())
+def micro_project(tmp_path: Path) -> Path:
+    project = new_micro_project(tmp_path)
+    params = base_parameters(project, EXPERIMENT)
     overrides = {
-        "data_engineering": _deep_merge(
-            data["data_engineering"], {"tokenizer": {"vocab_size": 300}, "held_out_fraction": 0.2}
-        ),
+        "data_engineering": micro_data_engineering(project),
         EXPERIMENT: {
-            "training": _deep_merge(params["training"], MICRO_TRAINING),
-            "telemetry": _deep_merge(params["telemetry"], MICRO_TELEMETRY),
-            "evaluation": _deep_merge(params["evaluation"], MICRO_EVALUATION),
+            "training": deep_merge(params["training"], MICRO_TRAINING),
+            "telemetry": deep_merge(params["telemetry"], MICRO_TELEMETRY),
+            "evaluation": deep_merge(params["evaluation"], MICRO_EVALUATION),
         },
     }
-    for key, value in overrides.items():
-        (project / "conf" / "local" / f"parameters_{key}.yml").write_text(
-            yaml.safe_dump({key: value})
-        )
+    write_local_parameters(project, overrides)
     return project
 
 
 def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
-    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
-    result = subprocess.run([sys.executable, "-m", "kedro", "run", "--pipeline=bi_induct"],
-                            cwd=micro_project, env=env, capture_output=True, text=True,
-                            timeout=1800, check=False)  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = kedro_run(micro_project, "--pipeline=bi_induct")
+    assert result.returncode == 0, run_output(result)
     data = micro_project / "data"
     compute = pd.read_csv(data / "07_model_output" / EXPERIMENT / "compute_table.csv")
     assert sorted(compute["variant"]) == ["balanced", "natural"]

@@ -12,21 +12,25 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
-from itertools import islice
 from pathlib import Path
 
 import mlflow
 import pandas as pd
 import pytest
-import yaml
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
 from ih_kedro.pipelines.law_fit.pipeline import EXPERIMENT
-from ih_kedro.science.corpus import kjv_documents, write_pile_shards
+from tests.micro_project import (
+    base_parameters,
+    deep_merge,
+    kedro_run,
+    micro_data_engineering,
+    new_micro_project,
+    run_output,
+    write_local_parameters,
+)
 
 MICRO_TRAINING = {
     "batch_sizes": [4, 8],
@@ -49,53 +53,24 @@ MICRO_TELEMETRY = {
 }
 
 
-def _deep_merge(base: dict, override: dict) -> dict:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 @pytest.fixture(scope="module")
 def micro_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    project_root = Path(__file__).resolve().parents[2]
-    project = tmp_path_factory.mktemp("law_fit") / "project"
-    project.mkdir()
-    shutil.copy(project_root / "pyproject.toml", project / "pyproject.toml")
-    (project / "src").mkdir()  # the package itself is installed; bootstrap wants the folder
-    shutil.copytree(project_root / "conf" / "base", project / "conf" / "base")
-    (project / "conf" / "local").mkdir()
-    raw = project / "data" / "01_raw" / "corpus"
-    records = [
-        {"text": doc["text"], "meta": doc.get("meta", {"pile_set_name": "KJV"})}
-        for doc in islice(kjv_documents(), 60)
-    ]
-    write_pile_shards(records, raw, docs_per_shard=30)
-    return project
+    return new_micro_project(tmp_path_factory.mktemp("law_fit"))
 
 
 @pytest.fixture(scope="module")
 def micro_params(micro_project: Path) -> dict:
     """Write conf/local overrides (merged key by key into base's) and return them."""
-    base = micro_project / "conf" / "base"
-    law_fit = yaml.safe_load((base / "parameters_law_fit.yml").read_text())[EXPERIMENT]
-    data = yaml.safe_load((base / "parameters_data_engineering.yml").read_text())
+    law_fit = base_parameters(micro_project, EXPERIMENT)
     overrides = {
-        "data_engineering": _deep_merge(
-            data["data_engineering"], {"tokenizer": {"vocab_size": 300}, "held_out_fraction": 0.2}
-        ),
+        "data_engineering": micro_data_engineering(micro_project),
         EXPERIMENT: {
             **law_fit,
-            "training": _deep_merge(law_fit["training"], MICRO_TRAINING),
-            "telemetry": _deep_merge(law_fit["telemetry"], MICRO_TELEMETRY),
+            "training": deep_merge(law_fit["training"], MICRO_TRAINING),
+            "telemetry": deep_merge(law_fit["telemetry"], MICRO_TELEMETRY),
         },
     }
-    local = micro_project / "conf" / "local"
-    for key, value in overrides.items():
-        (local / f"parameters_{key}.yml").write_text(yaml.safe_dump({key: value}))
+    write_local_parameters(micro_project, overrides)
     return overrides
 
 
@@ -118,23 +93,14 @@ def test_registry_has_stage_and_experiment_pipelines(project_root: Path) -> None
 @pytest.fixture(scope="module")
 def micro_run(micro_project: Path, micro_params: dict) -> subprocess.CompletedProcess:
     """``kedro run --pipeline=law_fit`` once for this module (the e2e checks and the notebook)."""
-    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
-    return subprocess.run(
-        [sys.executable, "-m", "kedro", "run", "--pipeline=law_fit"],
-        cwd=micro_project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,  # a hang guard: the shared 2-core machine can be 10x slower than quiet
-        check=False,
-    )
+    return kedro_run(micro_project, "--pipeline=law_fit")
 
 
 def test_law_fit_kedro_run_end_to_end(
     micro_project: Path, micro_run: subprocess.CompletedProcess
 ) -> None:
     result = micro_run
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, run_output(result)
 
     data = micro_project / "data"
     manifest = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "sweep_manifest.parquet")

@@ -12,9 +12,6 @@ tests/science/statistics/test_markov_verdicts.py.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +23,15 @@ from kedro.framework.startup import bootstrap_project
 
 from ih_kedro.pipelines.markov.pipeline import EXPERIMENT
 from ih_kedro.science.markov_process import MarkovProcess
-from tests.pipelines.test_law_fit import _deep_merge, micro_project  # noqa: F401 - fixture
+from tests.micro_project import (
+    base_parameters,
+    deep_merge,
+    kedro_run,
+    micro_data_engineering,
+    new_micro_project,
+    run_output,
+    write_local_parameters,
+)
 
 PROCESSES = {
     "noLD_zipf": {"marginal": "zipf"},
@@ -41,22 +46,18 @@ LEVELS = ("high", "near_frontier")
 
 
 def _micro_params(project: Path) -> dict:
-    base = project / "conf" / "base"
-    markov = yaml.safe_load((base / "parameters_markov.yml").read_text())[EXPERIMENT]
-    data = yaml.safe_load((base / "parameters_data_engineering.yml").read_text())
+    markov = base_parameters(project, EXPERIMENT)
     cells = [
         {"variant": "markov", "label": f"{p}.{lv}", "options": {"process": p, "level": lv}}
         for lv in LEVELS
         for p in PROCESSES
     ]
     overrides = {
-        "data_engineering": _deep_merge(
-            data["data_engineering"], {"tokenizer": {"vocab_size": 300}, "held_out_fraction": 0.2}
-        ),
+        "data_engineering": micro_data_engineering(project),
         EXPERIMENT: {
             **markov,
             "design": {**markov["design"], "vocab_size": 16, "processes": PROCESSES},
-            "training": _deep_merge(
+            "training": deep_merge(
                 {**markov["training"], "data_variants": cells},
                 {
                     "batch_sizes": [4],
@@ -68,7 +69,7 @@ def _micro_params(project: Path) -> dict:
                     "online_emergence": {"eval_every": 6, "n_probes": 4, "token_pool_size": 16},
                 },
             ),
-            "telemetry": _deep_merge(
+            "telemetry": deep_merge(
                 markov["telemetry"],
                 {
                     "probe": {"n_samples": 4, "top_k": 16},
@@ -81,10 +82,9 @@ def _micro_params(project: Path) -> dict:
     }
     # Parameters merge softly across environments (a conf/local dict cannot drop base's
     # processes or cells), so the markov block replaces the temporary project's base file.
-    (base / "parameters_markov.yml").write_text(yaml.safe_dump({EXPERIMENT: overrides[EXPERIMENT]}))
-    (project / "conf" / "local" / "parameters_data_engineering.yml").write_text(
-        yaml.safe_dump({"data_engineering": overrides["data_engineering"]})
-    )
+    base = project / "conf" / "base" / "parameters_markov.yml"
+    base.write_text(yaml.safe_dump({EXPERIMENT: overrides[EXPERIMENT]}))
+    write_local_parameters(project, {"data_engineering": overrides["data_engineering"]})
     return overrides
 
 
@@ -98,19 +98,11 @@ def test_registry_has_the_markov_experiment(project_root: Path) -> None:
     assert f"{EXPERIMENT}.variant_data" in sweep.inputs
 
 
-def test_markov_kedro_run_end_to_end(micro_project: Path) -> None:  # noqa: F811
+def test_markov_kedro_run_end_to_end(tmp_path: Path) -> None:
+    micro_project = new_micro_project(tmp_path)
     _micro_params(micro_project)
-    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
-    result = subprocess.run(
-        [sys.executable, "-m", "kedro", "run", "--pipeline=markov"],
-        cwd=micro_project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = kedro_run(micro_project, "--pipeline=markov")
+    assert result.returncode == 0, run_output(result)
 
     data = micro_project / "data"
     processes = {

@@ -6,10 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import subprocess
-import sys
-from itertools import islice
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -23,8 +19,14 @@ from kedro.framework.startup import bootstrap_project
 
 from ih_kedro.pipelines.pareto import nodes
 from ih_kedro.pipelines.pareto.pipeline import EXPERIMENT
-from ih_kedro.science.corpus import kjv_documents, write_pile_shards
 from ih_kedro.science.semi_natural import BigramModel, measure_repetition
+from tests.micro_project import (
+    kedro_run,
+    micro_data_engineering,
+    new_micro_project,
+    run_output,
+    write_local_parameters,
+)
 
 
 def test_registry_wires_the_bigram_model_into_training(project_root: Path) -> None:
@@ -162,9 +164,8 @@ def test_probe_pools_must_stay_inside_the_model_vocabulary(tmp_path: Path) -> No
 CELLS = [(0.25, 0.5), (0.25, 1.0), (1.0, 0.5), (1.0, 1.0)]
 
 
-def _micro_overrides(base: Path) -> dict:
-    pareto = yaml.safe_load((base / "parameters_pareto.yml").read_text())[EXPERIMENT]
-    data = yaml.safe_load((base / "parameters_data_engineering.yml").read_text())
+def _micro_overrides(project: Path) -> dict:
+    pareto = yaml.safe_load((project / "conf/base/parameters_pareto.yml").read_text())[EXPERIMENT]
     training = {
         **pareto["training"],
         "batch_sizes": [8],
@@ -189,10 +190,8 @@ def _micro_overrides(base: Path) -> dict:
     telemetry = {**pareto["telemetry"], "batch_size": 4, "n_validation_sequences": 2}
     telemetry["probe"] = {**telemetry["probe"], "n_samples": 4, "top_k": 40}
     telemetry["emergence"] = {**telemetry["emergence"], "n_bootstrap": 5}
-    data_engineering = {**data["data_engineering"], "held_out_fraction": 0.2}
-    data_engineering["tokenizer"] = {**data_engineering["tokenizer"], "vocab_size": 300}
     return {
-        "data_engineering": data_engineering,
+        "data_engineering": micro_data_engineering(project),
         EXPERIMENT: {
             **pareto,
             "semi_natural": {**pareto["semi_natural"], "n_types": 40},
@@ -204,31 +203,15 @@ def _micro_overrides(base: Path) -> dict:
 
 
 @pytest.fixture()
-def micro_project(tmp_path: Path, project_root: Path) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(project_root / "pyproject.toml", project / "pyproject.toml")
-    (project / "src").mkdir()
-    shutil.copytree(project_root / "conf" / "base", project / "conf" / "base")
-    local = project / "conf" / "local"
-    local.mkdir()
-    for key, value in _micro_overrides(project / "conf" / "base").items():
-        (local / f"parameters_{key}.yml").write_text(yaml.safe_dump({key: value}))
-    records = [
-        {"text": doc["text"], "meta": doc.get("meta", {"pile_set_name": "KJV"})}
-        for doc in islice(kjv_documents(), 40)
-    ]
-    write_pile_shards(records, project / "data" / "01_raw" / "corpus", docs_per_shard=20)
+def micro_project(tmp_path: Path) -> Path:
+    project = new_micro_project(tmp_path, n_documents=40, docs_per_shard=20)
+    write_local_parameters(project, _micro_overrides(project))
     return project
 
 
 def test_pareto_kedro_run_end_to_end(micro_project: Path) -> None:
-    env = {key: value for key, value in os.environ.items() if key != "MLFLOW_TRACKING_URI"}
-    result = subprocess.run(
-        [sys.executable, "-m", "kedro", "run", "--pipeline=pareto"],
-        cwd=micro_project, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = kedro_run(micro_project, "--pipeline=pareto")
+    assert result.returncode == 0, run_output(result)
     data = micro_project / "data"
 
     model = BigramModel.load(data / "05_model_input" / EXPERIMENT / "bigram_model.npz")

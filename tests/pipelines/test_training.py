@@ -68,6 +68,25 @@ def test_run_names_are_deterministic():
     assert all(c.variant_options == {} and c.copy_rate == 0.0 for c in natural)
 
 
+def test_exclude_cells_makes_a_fractional_design():
+    params = tiny_params(batch_sizes=[4, 8, 16], context_lengths=[16, 32], seeds=[0, 1])
+    exclude = [{"batch_size": 4, "context_length": 32}, {"batch_size": 16, "seed": 1}]
+    cells = {(c.batch_size, c.context_length, c.seed) for c in expand_grid(
+        {**params, "exclude_cells": exclude})}  # fmt: skip
+    full = {(b, c, s) for b in (4, 8, 16) for c in (16, 32) for s in (0, 1)}
+    dropped = {(4, 32, 0), (4, 32, 1), (16, 16, 1), (16, 32, 1)}
+    assert cells == full - dropped
+    for bad, message in [
+        ({"batch_size": 5}, "matches no run"),
+        ({"batch": 4}, "must name grid axes"),
+        ({}, "must name grid axes"),
+    ]:
+        with pytest.raises(ValueError, match=f"training.exclude_cells: .*{message}"):
+            expand_grid({**params, "exclude_cells": [bad]})
+    with pytest.raises(ValueError, match="every run of the grid is excluded"):
+        expand_grid({**params, "exclude_cells": [{"preset": "attn-only-2l-d64"}]})
+
+
 def test_sweep_validates_every_cell_before_training(packed, tmp_path):
     store = CheckpointStore(tmp_path)
     with pytest.raises(ValueError, match=r"training\.batch_sizes"):

@@ -38,7 +38,6 @@ from ih_kedro.science.training_data import register_variant
 logger = logging.getLogger(__name__)
 
 VARIANT = "markov"
-DEFAULT_TOLERANCE = 0.03
 
 
 def state_token_ids(
@@ -211,7 +210,7 @@ def markov_variant(
 
 def check_markov_options(options: Mapping[str, Any], context_length: int) -> None:
     """Before training: the process loads, fits the context, and a sample meets the knobs."""
-    from ih_kedro.science.semi_natural import check_repetition, measure_repetition
+    from ih_kedro.science.semi_natural import check_sample_repetition
 
     process, frequency, reliability = _cell(options)
     width = context_length + 1
@@ -228,11 +227,11 @@ def check_markov_options(options: Mapping[str, Any], context_length: int) -> Non
         reliability,
         np.random.default_rng(0),
     )  # (n, C+1)
-    check_repetition(
-        measure_repetition(sample),
+    check_sample_repetition(
+        sample,
         frequency,
         reliability,
-        float(options.get("tolerance", DEFAULT_TOLERANCE)),
+        options,
         where=f" (markov process {options['process']!r}, level {options['level']!r})",
     )
 

@@ -681,7 +681,6 @@ def check_semi_natural_options(options: Mapping[str, Any], context_length: int) 
     frequency, reliability = _knobs(options)
     width = context_length + 1
     _check_knobs(frequency, reliability, width, model.n_states)
-    tolerance = float(options.get("tolerance", DEFAULT_TOLERANCE))
     sample = generate_repetition_sequences(
         model.transition,
         model.initial,
@@ -692,13 +691,27 @@ def check_semi_natural_options(options: Mapping[str, Any], context_length: int) 
         reliability,
         np.random.default_rng(0),
     )  # (n, C+1)
-    check_repetition(
-        measure_repetition(sample),
+    check_sample_repetition(
+        sample,
         frequency,
         reliability,
-        tolerance,
+        options,
         where=f" (frequency={frequency:g}, reliability={reliability:g})",
     )
+
+
+def check_sample_repetition(
+    sample: np.ndarray,
+    frequency: float,
+    reliability: float,
+    options: Mapping[str, Any],
+    *,
+    where: str = "",
+) -> None:
+    """Measure a generated sample (n, C+1) and :func:`check_repetition` it against its knobs,
+    with the variant's ``options['tolerance']`` (default :data:`DEFAULT_TOLERANCE`)."""
+    tolerance = float(options.get("tolerance", DEFAULT_TOLERANCE))
+    check_repetition(measure_repetition(sample), frequency, reliability, tolerance, where=where)
 
 
 register_variant(VARIANT, semi_natural_variant, check_semi_natural_options)
@@ -708,6 +721,7 @@ __all__ = [
     "BigramModel",
     "RepetitionStats",
     "check_repetition",
+    "check_sample_repetition",
     "estimate_bigram_model",
     "generate_repetition_sequences",
     "has_repeated_bigram",

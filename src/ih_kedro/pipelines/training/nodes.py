@@ -175,7 +175,33 @@ def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
     names = [c.run_name for c in configs]
     if len(set(names)) != len(names):
         raise ValueError("training: the grid has duplicate cells (repeated axis values)")
-    return configs
+    return _without_excluded_cells(configs, params.get("exclude_cells") or [])
+
+
+def _without_excluded_cells(
+    configs: list[TrainingRunConfig], exclude: list[Mapping[str, Any]]
+) -> list[TrainingRunConfig]:
+    """Drop the runs matching any ``training.exclude_cells`` entry (a fractional design).
+
+    An entry names grid axes with a value each, e.g. ``{batch_size: 32, context_length: 128}``;
+    a run matches when every named axis has that value. An entry that names an unknown axis
+    or matches no run is an error, so a typo cannot silently keep an expensive cell.
+    """
+    axes = {"preset", "batch_size", "context_length", "data_variant", "seed"}
+    kept = list(configs)
+    for entry in exclude:
+        unknown = set(entry) - axes
+        if unknown or not entry:
+            raise ValueError(
+                f"training.exclude_cells: {dict(entry)} must name grid axes among {sorted(axes)}"
+            )
+        matches = [c for c in kept if all(getattr(c, k) == v for k, v in entry.items())]
+        if not matches:
+            raise ValueError(f"training.exclude_cells: {dict(entry)} matches no run of the grid")
+        kept = [c for c in kept if c not in matches]
+    if not kept:
+        raise ValueError("training.exclude_cells: every run of the grid is excluded")
+    return kept
 
 
 def sweep_probe_length(params: Mapping[str, Any]) -> int:
