@@ -46,6 +46,9 @@ MICRO_TRAINING = {
 }  # fmt: skip
 MICRO_TELEMETRY = {"probe": {"n_samples": 4}, "batch_size": 4, "n_validation_sequences": 2,
                    "emergence": {"n_bootstrap": 5}}  # fmt: skip
+# lm-eval on, on the fixture tasks (tests/fixtures/lm_eval), to run the node through the CLI.
+MICRO_LM_EVAL = {"enabled": True, "tasks": ["fixture_mc", "fixture_ll"], "batch_size": 4,
+                 "include_path": str(Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval")}  # fmt: skip
 MICRO_EVALUATION = {"n_validation_sequences": 4, "n_prompts_per_task": 1, "n_probes": 4,
                     "n_controls": 1, "every_nth_checkpoint": 2, "results": {"n_bootstrap": 20}}  # fmt: skip
 
@@ -101,6 +104,7 @@ def micro_project(tmp_path: Path) -> Path:
             "training": deep_merge(params["training"], MICRO_TRAINING),
             "telemetry": deep_merge(params["telemetry"], MICRO_TELEMETRY),
             "evaluation": deep_merge(params["evaluation"], MICRO_EVALUATION),
+            "lm_eval": deep_merge(params["lm_eval"], MICRO_LM_EVAL),
         },
     }
     write_local_parameters(project, overrides)
@@ -146,6 +150,12 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
     )
     # Every second checkpoint (0, 4 of 0, 2, 4); the last one always.
     assert sorted(checkpoints["step"].unique()) == [0, 4]
+    # lm-eval: the final checkpoint (step 4) of each run, every fixture metric.
+    lm_eval = pd.read_csv(data / "08_reporting" / EXPERIMENT / "lm_eval_scores.csv")
+    assert sorted(lm_eval["variant"].unique()) == ["balanced", "natural"]
+    assert set(lm_eval["step"]) == {4}
+    assert len(lm_eval) == 2 * 3  # fixture_mc acc, fixture_ll perplexity and acc, per run
+    assert lm_eval.set_index(["task", "metric"]).loc[("fixture_mc", "acc"), "n_samples"].eq(4).all()
     for name in (
         "signatures_over_training.png",
         "ablation_over_training.png",
@@ -175,7 +185,9 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
         artifacts = {a.path for a in client.list_artifacts(parent.info.run_id, "bi_induct")}
         assert {"bi_induct/results_table.csv", "bi_induct/perplexity_gap.png",
                 "bi_induct/signatures_over_training.png",
-                "bi_induct/ablation_over_training.png"} <= artifacts  # fmt: skip
+                "bi_induct/ablation_over_training.png", "bi_induct/lm_eval_scores.csv"} <= artifacts  # fmt: skip
+        assert client.get_metric_history(by_name["llama-tiny_B4_C48_natural_s0"],
+                                         "bi_induct/lm_eval/fixture_mc/acc")  # fmt: skip
         assert "bi_induct/llama-tiny/balanced/perplexity" in parent.data.metrics
         assert client.get_metric_history(by_name["llama-tiny_B4_C48_balanced_s0"],
                                          "bi_induct/perplexity")  # fmt: skip

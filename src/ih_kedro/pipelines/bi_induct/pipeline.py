@@ -4,7 +4,9 @@ The stage pipelines are reused through namespaces (``experiment_stage`` of ``law
 sweep trains natural-only and snippet variants of each model size on the shared corpus
 products; telemetry scores every checkpoint; the experiment's own nodes check matched
 compute, evaluate every checkpoint (perplexity, ICL score, function-vector probes, ablation of
-the top induction heads vs random controls) and write the results table and figures.
+the top induction heads vs random controls), write the results table and figures, and, when
+``bi_induct.lm_eval.enabled`` (paper scale), run lm-evaluation-harness benchmarks on every
+run's final checkpoint.
 Datasets are ``bi_induct.<name>``; parameters ``params:bi_induct.<stage>``.
 """
 
@@ -17,8 +19,10 @@ from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, experiment_stage
 
 from .nodes import (
     build_results_table,
+    evaluate_lm_eval,
     evaluate_runs,
     log_bi_induct_to_mlflow,
+    log_lm_eval_to_mlflow,
     matched_compute,
     plot_ablation_over_training,
     plot_perplexity_gap,
@@ -49,6 +53,10 @@ def evaluation_pipeline() -> Pipeline:
                  "perplexity_gap_plot", name="plot_perplexity_gap"),
             Node(log_bi_induct_to_mlflow, ["results_table", "checkpoint_metrics",
                  "sweep_manifest"], None, name="log_bi_induct_to_mlflow"),
+            Node(evaluate_lm_eval, ["compute_table", "sweep_manifest", "tokenizer",
+                 "params:lm_eval"], "lm_eval_scores", name="evaluate_lm_eval"),
+            Node(log_lm_eval_to_mlflow, ["lm_eval_scores", "sweep_manifest"], None,
+                 name="log_lm_eval_to_mlflow"),
         ]
     )  # fmt: skip
 
