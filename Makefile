@@ -24,9 +24,9 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
-	# Multi-rank equality and kill/resume (2 gloo ranks per job): slow, but CI runs them.
-	$(BIN)/python -m pytest -m slow tests/science/test_multirank.py
+	# The fast suite plus the slow tests marked `ci` (multi-rank equality and kill/resume, two
+	# gloo ranks per job), on two workers; a test file stays on one worker (module fixtures).
+	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow or ci"
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -20,6 +20,7 @@ from ih_kedro.pipelines.bi_induct.nodes import matched_compute, variant_label
 from ih_kedro.pipelines.bi_induct.pipeline import EXPERIMENT
 from ih_kedro.science.bi_induct import MatchedComputeError
 from tests.micro_project import (
+    SEQUENTIAL_EXECUTOR,
     base_parameters,
     deep_merge,
     kedro_run,
@@ -43,6 +44,7 @@ MICRO_TRAINING = {
     "variant_options": {"bi_induct_snippets": {"sep_token_id": 1, "span_length": 5,
                                                "mix_ratio": 0.5, "anneal_fraction": 1.0}},
     "online_emergence": {"eval_every": 2, "n_probes": 4},
+    **SEQUENTIAL_EXECUTOR,
 }  # fmt: skip
 MICRO_TELEMETRY = {"probe": {"n_samples": 4}, "batch_size": 4, "n_validation_sequences": 2,
                    "emergence": {"n_bootstrap": 5}}  # fmt: skip

@@ -24,6 +24,7 @@ from kedro.framework.startup import bootstrap_project
 from ih_kedro.pipelines.markov.pipeline import EXPERIMENT
 from ih_kedro.science.markov_process import MarkovProcess
 from tests.micro_project import (
+    SEQUENTIAL_EXECUTOR,
     base_parameters,
     deep_merge,
     kedro_run,
@@ -67,6 +68,7 @@ def _micro_params(project: Path) -> dict:
                     "checkpoint_dense_until": 2,
                     "log_every": 4,
                     "online_emergence": {"eval_every": 6, "n_probes": 4, "token_pool_size": 16},
+                    **SEQUENTIAL_EXECUTOR,
                 },
             ),
             "telemetry": deep_merge(

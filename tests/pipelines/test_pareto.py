@@ -21,6 +21,7 @@ from ih_kedro.pipelines.pareto import nodes
 from ih_kedro.pipelines.pareto.pipeline import EXPERIMENT
 from ih_kedro.science.semi_natural import BigramModel, measure_repetition
 from tests.micro_project import (
+    SEQUENTIAL_EXECUTOR,
     kedro_run,
     micro_data_engineering,
     new_micro_project,
@@ -183,6 +184,7 @@ def _micro_overrides(project: Path) -> dict:
         "checkpoint_every": 4,
         "checkpoint_dense_until": 2,
         "log_every": 4,
+        **SEQUENTIAL_EXECUTOR,
     }
     training["online_emergence"] = {
         **training["online_emergence"], "eval_every": 4, "n_probes": 4, "token_pool_size": 40,

@@ -26,13 +26,14 @@ from ih_kedro.science.training import CheckpointStore
 
 from .test_training import make_config, make_packed
 
-# Weights of the 2-rank and 1-rank runs after 24 AdamW steps differ by fp32 rounding only: the
-# loss mean over 8 rows vs the mean of two 4-row means. Measured max |Δ| ~1e-6 on weights of
-# magnitude ~0.1; the bound leaves room for other CPUs.
+# Weights of the 2-rank and 1-rank runs after 60 AdamW steps differ by fp32 rounding only: the
+# loss mean over 8 rows vs the mean of two 4-row means. Measured max |Δ| ~1e-6 after 24 steps on
+# weights of magnitude ~0.1; the bound leaves room for other CPUs and the longer run.
 ATOL = 1e-4
-STEPS = 24
+STEPS = 60  # long enough that the kill below lands mid-run
 
-pytestmark = pytest.mark.slow  # each job starts the launcher and two ranks (~20 s quiet)
+# Each job starts the launcher and two ranks (~40 s on 2 cores): slow, but make test runs them.
+pytestmark = [pytest.mark.slow, pytest.mark.ci]
 
 KILL_SCRIPT = """
 import pickle, sys
@@ -60,19 +61,25 @@ def two_ranks() -> ExecutorConfig:
     return ExecutorConfig(kind="sequential", ranks_per_run=2, num_cpus_per_run=2)
 
 
-def test_two_ranks_equal_one_rank_with_one_mlflow_run(tmp_path):
-    packed = make_packed()
-    one = CheckpointStore(tmp_path / "one")
-    run_sweep(configs(), packed, one, ExecutorConfig(kind="sequential"))
-
+@pytest.fixture(scope="module")
+def straight_two_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One uninterrupted, MLflow-tracked 2-rank job, shared by both tests (a launch is ~60 s)."""
+    root = tmp_path_factory.mktemp("multirank")
     client = mlflow.MlflowClient()
-    experiment = client.create_experiment(f"two-ranks-{os.getpid()}-{tmp_path.name}")
+    experiment = client.create_experiment(f"two-ranks-{os.getpid()}-{root.name}")
     parent = client.create_run(experiment, run_name="kedro run").info.run_id
-    two = CheckpointStore(tmp_path / "two")
+    store = CheckpointStore(root / "two")
     tracking = TrackingSpec(mlflow.get_tracking_uri(), parent)
-    (row,) = run_sweep(configs(), packed, two, two_ranks(), tracking=tracking)
+    (row,) = run_sweep(configs(), make_packed(), store, two_ranks(), tracking=tracking)
+    return {"store": store, "row": row, "experiment": experiment, "parent": parent}
+
+
+def test_two_ranks_equal_one_rank_with_one_mlflow_run(tmp_path, straight_two_ranks):
+    one = CheckpointStore(tmp_path / "one")
+    run_sweep(configs(), make_packed(), one, ExecutorConfig(kind="sequential"))
+    two, row = straight_two_ranks["store"], straight_two_ranks["row"]
     assert row["steps_trained"] == STEPS and row["stop_reason"] == "budget"
-    assert two.checkpoint_steps("pair") == one.checkpoint_steps("pair") == [0, 4, 8, 12, 16, 20, 24]
+    assert two.checkpoint_steps("pair") == one.checkpoint_steps("pair") == list(range(0, 61, 4))
     a, b = weights(one), weights(two)
     assert a.keys() == b.keys()
     worst = max(float(np.abs(a[k] - b[k]).max()) for k in a)
@@ -81,20 +88,21 @@ def test_two_ranks_equal_one_rank_with_one_mlflow_run(tmp_path):
     start = load_file(one.checkpoint_dir("pair", 0) / "model.safetensors")
     assert max(float(np.abs(a[k] - start[k].numpy()).max()) for k in a) > 100 * ATOL
 
+    client = mlflow.MlflowClient()
+    experiment, parent = straight_two_ranks["experiment"], straight_two_ranks["parent"]
     children = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent}'")
     assert [r.info.run_id for r in children] == [row["mlflow_run_id"]]  # rank 0 only
     history = client.get_metric_history(row["mlflow_run_id"], "loss")
     assert [m.step for m in history] == list(range(2, STEPS + 1, 2))
 
 
-def test_killed_two_rank_job_resumes_like_an_uninterrupted_one(tmp_path):
+def test_killed_two_rank_job_resumes_like_an_uninterrupted_one(tmp_path, straight_two_ranks):
     packed = make_packed()
-    straight = CheckpointStore(tmp_path / "straight")
-    run_sweep(configs(60), packed, straight, two_ranks())
+    straight = straight_two_ranks["store"]
 
     root = tmp_path / "killed"
     spec = tmp_path / "spec.pkl"
-    spec.write_bytes(pickle.dumps((configs(60), packed, str(root))))
+    spec.write_bytes(pickle.dumps((configs(), packed, str(root))))
     script = tmp_path / "sweep.py"
     script.write_text(KILL_SCRIPT)
     rendezvous = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}
@@ -117,7 +125,7 @@ def test_killed_two_rank_job_resumes_like_an_uninterrupted_one(tmp_path):
     killed_at = store.latest_deepspeed_tag("pair")
     assert killed_at is not None and killed_at < "step_0000060"
 
-    (row,) = run_sweep(configs(60), packed, store, two_ranks())
+    (row,) = run_sweep(configs(), packed, store, two_ranks())
     assert row["steps_trained"] == 60
     assert store.checkpoint_steps("pair") == straight.checkpoint_steps("pair")
     a, b = weights(straight), weights(store)

@@ -330,3 +330,31 @@ def test_sigkill_mid_run_then_resume_equals_straight_run(private_tmp):
     summary = train_run(make_config(max_steps=40), packed, store)
     assert summary["steps_trained"] == 40
     assert_same_state(final_state(straight, "tiny"), final_state(store, "tiny"))
+
+
+def test_a_world_of_one_ignores_an_inherited_port_that_is_taken(tmp_path):
+    """A child of a process that trained inherits its WORLD_SIZE=1 and MASTER_PORT, whose port
+    the parent's group still holds: the child's own one-rank group must start anyway."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip
+        code = (
+            "import os; from ih_kedro.science.training import init_distributed; "
+            "print(init_distributed(), os.environ['MASTER_PORT'])"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert result.returncode == 0, result.stderr[-2000:]
+    world, chosen = result.stdout.strip().splitlines()[-1].rsplit(" ", 1)
+    assert world == "(0, 1)" and int(chosen) != port

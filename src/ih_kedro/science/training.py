@@ -508,18 +508,22 @@ def init_distributed() -> tuple[int, int]:
     Under the ``deepspeed`` launcher the environment names the ranks. Without it (a plain
     ``kedro run``, a notebook, a test) this process becomes a one-rank group on 127.0.0.1 with a
     free port. The backend is the accelerator's (gloo on CPU, nccl on CUDA).
+
+    A world of one always takes a fresh port: nobody else joins it, and a ``MASTER_PORT``
+    inherited from a parent process that trained (a notebook or test runner that started
+    ``kedro run``) belongs to the parent's still-open group, so binding it would fail.
     """
     configure_runtime()
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    if "WORLD_SIZE" not in os.environ:
+    if os.environ.get("WORLD_SIZE", "1") == "1":
         os.environ.setdefault("RANK", "0")
         os.environ["WORLD_SIZE"] = "1"
         os.environ.setdefault("LOCAL_RANK", "0")
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ["MASTER_PORT"] = str(_free_port())
     import deepspeed
     from deepspeed.accelerator import get_accelerator
 

@@ -241,13 +241,30 @@ def plot_head_heatmaps(head_scores: pd.DataFrame, params: dict[str, Any]) -> plt
     n_cols = max((len(v) for v in chosen.values()), default=1) or 1
     fig, axes = plt.subplots(max(1, len(runs)), n_cols, squeeze=False,
                              figsize=(3 * n_cols, 2.5 * max(1, len(runs))))  # fmt: skip
+    image = None
     for row, run in enumerate(runs):
-        for col, step in enumerate(chosen[run]):
+        for col in range(n_cols):
+            ax = axes[row][col]
+            if col >= len(chosen[run]):
+                ax.set_axis_off()
+                continue
+            step = chosen[run][col]
             cell = data[(data["run_name"] == run) & (data["step"] == step)]
-            grid = cell.pivot_table(index="layer", columns="head", values="value")
-            sns.heatmap(grid, vmin=0, vmax=1, ax=axes[row][col], cmap="viridis", cbar=col == 0)
-            axes[row][col].set_title(f"{run} step {step}", fontsize=8)
+            grid = cell.pivot_table(
+                index="layer", columns="head", values="value"
+            )  # (layers, heads)
+            # imshow, not seaborn's heatmap: that one draws the whole figure on every call to
+            # place its tick labels, quadratic in the number of panels (minutes for 54 panels).
+            image = ax.imshow(grid.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto",
+                              interpolation="nearest")  # fmt: skip
+            ax.set_xticks(range(grid.shape[1]), [str(h) for h in grid.columns], fontsize=6)
+            ax.set_yticks(range(grid.shape[0]), [str(layer) for layer in grid.index], fontsize=6)
+            ax.set_xlabel("head", fontsize=7)
+            ax.set_ylabel("layer", fontsize=7)
+            ax.set_title(f"{run}\nstep {step}", fontsize=7)
     fig.tight_layout()
+    if image is not None:
+        fig.colorbar(image, ax=axes.ravel().tolist(), label="prefix-matching score", shrink=0.6)
     return fig
 
 
