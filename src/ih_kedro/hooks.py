@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import signal
+import sys
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -95,6 +99,55 @@ def kedro_run_description(pipeline_names: list[str] | None, env: str | None) -> 
         "fitted emergence law S* = T / (B^a C^b) (law.a.estimate, law.b.estimate, ...). "
         "Artifacts: <experiment>/figures/*.png and <experiment>/law_fit_table.csv."
     )
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal's signature
+    """SIGTERM as a clean exit (status 143): ``finally`` blocks and exit handlers run."""
+    raise SystemExit(128 + signum)
+
+
+class InterruptedRunHooks:
+    """A Kedro run stopped by SIGTERM or Ctrl-C ends its MLflow run as ``KILLED``.
+
+    Nothing else does: Kedro calls ``on_pipeline_error`` (kedro-mlflow's ``FAILED``) only for an
+    ``Exception``, and MLflow's own exit handler ends a still-active run as ``FINISHED``, so a run
+    a scheduler preempted looked finished in the UI. This hook's exit handler runs first (exit
+    handlers run last-registered first) and ends the run as ``KILLED`` while the pipeline is still
+    running; SIGTERM, by default an exit without exit handlers, becomes ``SystemExit(143)``.
+    ``kill -9`` runs nothing: that parent stays ``RUNNING`` until a rerun takes its training runs
+    over and marks it ``KILLED`` (``ih_kedro.science.tracking.reparent_runs``).
+    """
+
+    def __init__(self) -> None:
+        self._running = False
+        self._registered = False
+
+    @hook_impl(trylast=True)
+    def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:  # noqa: ANN001, ARG002
+        self._running = True
+        if not self._registered:
+            atexit.register(self._end_interrupted_run)
+            self._registered = True
+        is_main = threading.current_thread() is threading.main_thread()
+        if is_main and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+    @hook_impl
+    def after_pipeline_run(self, run_params: dict, run_result, pipeline, catalog) -> None:  # noqa: ANN001, ARG002
+        self._running = False
+
+    @hook_impl
+    def on_pipeline_error(self, error, run_params, pipeline, catalog) -> None:  # noqa: ANN001, ARG002
+        self._running = False  # kedro-mlflow ends the run as FAILED
+
+    def _end_interrupted_run(self) -> None:
+        mlflow = sys.modules.get("mlflow")
+        if not self._running or mlflow is None or mlflow.active_run() is None:
+            return
+        run_id = mlflow.active_run().info.run_id
+        mlflow.end_run(status="KILLED")
+        self._running = False
+        logger.warning("kedro run interrupted: MLflow run %s marked KILLED", run_id)
 
 
 class MlflowPresentationHooks:

@@ -10,11 +10,17 @@ from kedro.config import OmegaConfigLoader  # noqa: E402
 
 from ih_kedro.hooks import (  # noqa: E402
     DesignValidationHooks,
+    InterruptedRunHooks,
     MlflowPresentationHooks,
     RuntimeEnvironmentHooks,
 )
 
-HOOKS = (RuntimeEnvironmentHooks(), DesignValidationHooks(), MlflowPresentationHooks())
+HOOKS = (
+    RuntimeEnvironmentHooks(),
+    DesignValidationHooks(),
+    MlflowPresentationHooks(),
+    InterruptedRunHooks(),
+)
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
