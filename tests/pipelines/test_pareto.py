@@ -301,3 +301,18 @@ def test_realised_batches_match_the_sampler(tmp_path: Path) -> None:
     ])  # fmt: skip
     assert stats == measure_repetition(batches)
     assert stats.n_sequences == 48
+
+
+def test_cell_aggregates_take_sstar_from_the_seeds_that_formed_only():
+    rows = [  # (f, r, seed, formed, step): censored rows carry the budget as their step
+        (0.5, 1.0, 0, 1.0, 1500.0), (0.5, 1.0, 1, 0.0, 2000.0), (0.5, 1.0, 2, 1.0, 1700.0),
+        (1.0, 1.0, 0, 0.0, 2000.0), (1.0, 1.0, 1, 0.0, 2000.0),
+    ]  # fmt: skip
+    table = pd.DataFrame(rows, columns=["frequency", "reliability", "seed", "formed", "step"])
+    table["run_name"] = [f"run{i}" for i in range(len(table))]
+    cells = nodes.aggregate_cells(table).set_index(["frequency", "reliability"])
+    assert cells.loc[(0.5, 1.0), "n_seeds"] == 3
+    assert cells.loc[(0.5, 1.0), "formed_share"] == pytest.approx(2 / 3)
+    assert cells.loc[(0.5, 1.0), "sstar_median"] == 1600.0  # median of 1500 and 1700, not 1700
+    assert np.isnan(cells.loc[(1.0, 1.0), "sstar_median"])  # none formed: grey, not the budget
+    assert cells.loc[(1.0, 1.0), "formed_share"] == 0.0

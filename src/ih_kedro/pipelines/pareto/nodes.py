@@ -270,12 +270,20 @@ def _fit_runs(cell_table: pd.DataFrame) -> pd.DataFrame:
 
 
 def aggregate_cells(cell_table: pd.DataFrame) -> pd.DataFrame:
-    """One row per grid cell: ``frequency, reliability, n_seeds, formed_share, sstar_median``."""
-    grouped = cell_table.groupby(["frequency", "reliability"], as_index=False)
+    """One row per grid cell: ``frequency, reliability, n_seeds, formed_share, sstar_median``.
+
+    ``sstar_median`` is over the seeds that formed only (a censored row's ``step`` is the step
+    at censoring, the budget, not an S*); NaN where none formed.
+    """
+    table = cell_table.assign(formed_step=cell_table["step"].where(cell_table["formed"] == 1.0))
+    grouped = table.groupby(["frequency", "reliability"], as_index=False)
     cells = grouped.agg(
         n_seeds=("run_name", "size"),
         formed_share=("formed", "mean"),
-        sstar_median=("step", lambda s: float(np.nanmedian(s)) if s.notna().any() else math.nan),
+        sstar_median=(
+            "formed_step",
+            lambda s: float(np.nanmedian(s)) if s.notna().any() else math.nan,
+        ),
     )
     return cells
 
