@@ -46,6 +46,13 @@ def test_levels_from_the_frontier_with_margin_or_the_fallback():
     assert resolved["high"] == {"frequency": 1.0, "reliability": 1.0, "source": "parameter"}
     assert resolved["near"]["reliability"] == pytest.approx(0.3)
     assert resolved["near"]["source"] == "pareto frontier at frequency 0.5 x margin 1.5"
+    # A frontier above r = 1 (only r = 1 cells formed): the level is clipped to 1, and says so.
+    high_frontier = FRONTIER.assign(reliability=[np.nan, 3.2, 2.11, 1.72])
+    clipped = resolve_levels({"near": {**levels["near"], "margin": 1.25}}, high_frontier)["near"]
+    assert clipped["reliability"] == 1.0
+    assert clipped["source"] == (
+        "pareto frontier at frequency 0.5 x margin 1.25 = 2.64, clipped to 1 (frontier above r = 1)"
+    )
     fallback = resolve_levels(levels, None)["near"]
     assert fallback["reliability"] == 0.25 and fallback["source"].startswith("fallback")
     with pytest.raises(ValueError, match=r"levels\.near: no pareto frontier table"):

@@ -119,6 +119,11 @@ def resolve_levels(
                 margin = float(level.get("margin", 1.0))
                 reliability = min(1.0, found[0] * margin)
                 source = f"{found[1]} x margin {margin:g}"
+                if found[0] * margin > 1.0:
+                    # e.g. a pareto run in which only r = 1 cells formed: its 50% contour lies
+                    # above r = 1, and the level becomes the grid's edge, r = 1.
+                    source += f" = {found[0] * margin:.3g}, clipped to 1 (frontier above r = 1)"
+                    logger.warning("%s: %s", where, source)
         else:
             reliability = float(level["reliability"])
             source = "parameter"
