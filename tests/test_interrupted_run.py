@@ -24,7 +24,18 @@ SCRIPT = textwrap.dedent(
     print(mlflow.active_run().info.run_id, flush=True)
     hooks = InterruptedRunHooks()
     hooks.before_pipeline_run({}, None, None)
-    if how == "sigterm":
+    if how == "fork":  # a forked worker (a multiprocessing pool's) keeps SIGTERM's default
+        child = os.fork()
+        if child == 0:
+            time.sleep(60)
+            os._exit(0)
+        time.sleep(0.5)
+        os.kill(child, signal.SIGTERM)
+        _, status = os.waitpid(child, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM, status
+        hooks.after_pipeline_run({}, None, None, None)
+        mlflow.end_run()
+    elif how == "sigterm":
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(60)
     elif how == "ctrl-c":
@@ -39,7 +50,7 @@ SCRIPT = textwrap.dedent(
 @pytest.mark.parametrize(
     ("how", "returncode", "status"),
     [("sigterm", 128 + signal.SIGTERM, "KILLED"), ("ctrl-c", -signal.SIGINT, "KILLED"),
-     ("finished", 0, "FINISHED")],
+     ("finished", 0, "FINISHED"), ("fork", 0, "FINISHED")],
 )  # fmt: skip
 def test_interrupted_kedro_run_is_marked_killed(tmp_path, how, returncode, status):
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"

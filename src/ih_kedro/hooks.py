@@ -106,6 +106,23 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal'
     raise SystemExit(128 + signum)
 
 
+def _default_sigterm_in_child() -> None:
+    """A forked child (a multiprocessing pool worker: datatrove's dedup) gets SIGTERM's default.
+
+    ``Pool.terminate`` stops its workers with SIGTERM. With the Kedro process's handler inherited,
+    a worker blocked in a C call (waiting on the pool's queue lock) whose SIGTERM lands on another
+    of its threads only sets Python's signal flag and never exits: the pool waits forever.
+    """
+    if signal.getsignal(signal.SIGTERM) is _exit_on_sigterm:
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        except ValueError:  # not the main thread: nothing to undo there
+            pass
+
+
+os.register_at_fork(after_in_child=_default_sigterm_in_child)
+
+
 class InterruptedRunHooks:
     """A Kedro run stopped by SIGTERM or Ctrl-C ends its MLflow run as ``KILLED``.
 
