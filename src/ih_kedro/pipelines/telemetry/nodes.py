@@ -250,9 +250,8 @@ def plot_head_heatmaps(head_scores: pd.DataFrame, params: dict[str, Any]) -> plt
                 continue
             step = chosen[run][col]
             cell = data[(data["run_name"] == run) & (data["step"] == step)]
-            grid = cell.pivot_table(
-                index="layer", columns="head", values="value"
-            )  # (layers, heads)
+            # (layers, heads)
+            grid = cell.pivot_table(index="layer", columns="head", values="value")
             # imshow, not seaborn's heatmap: that one draws the whole figure on every call to
             # place its tick labels, quadratic in the number of panels (minutes for 54 panels).
             image = ax.imshow(grid.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto",
