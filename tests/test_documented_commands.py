@@ -7,6 +7,7 @@ small KJV shard, conf/local shrinking the grid). Each test runs a README command
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -28,7 +29,7 @@ from ih_kedro.science.statistics.emergence_law import (
     predict_emergence,
 )
 from ih_kedro.science.training import CheckpointStore
-from tests.micro_project import deep_merge
+from tests.micro_project import deep_merge, write_local_parameters
 from tests.pipelines.test_law_fit import (  # noqa: F401 - fixtures
     MICRO_TELEMETRY,
     MICRO_TRAINING,
@@ -203,10 +204,10 @@ def test_paper_command_reaches_parameter_validation(micro_project, micro_params)
 
 @pytest.mark.slow
 def test_multi_rank_command_end_to_end(micro_project, micro_params):  # noqa: F811
-    local = micro_project / "conf" / "local" / "parameters_law_fit.yml"
-    params = yaml.safe_load(local.read_text())
+    # The micro parameters written again: the paper-command test removes conf/local's files.
+    params = copy.deepcopy(micro_params)
     params["law_fit"]["training"].update(batch_sizes=[8], context_lengths=[16])
-    local.write_text(yaml.safe_dump(params))
+    write_local_parameters(micro_project, params)
     words = command_in_readme('kedro run --pipeline=law_fit --params "law_fit.training.executor')
     assert words[-1] == "law_fit.training.executor.ranks_per_run=2"
     result = run(words, micro_project)

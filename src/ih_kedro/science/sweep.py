@@ -206,22 +206,26 @@ class TokenSource:
             return self
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"tokens-{self.n_tokens}-{self.checksum or 'mem'}.bin"
-        np.asarray(self.array, dtype=np.dtype(self.dtype)).tofile(path)
+        np.asarray(self._array(), dtype=np.dtype(self.dtype)).tofile(path)
         out = TokenSource(self.vocab_size, self.eos_token_id, self.checksum, dict(self.meta))
         out.path, out.dtype, out.n_tokens = str(path), self.dtype, self.n_tokens
         return out
+
+    def _array(self) -> Any:
+        """The in-memory tokens, fetched from Ray's object store when they travelled by reference
+        (a Ray task's multi-rank job writes them to a file for its ranks)."""
+        if type(self.array).__name__ == "ObjectRef":
+            import ray
+
+            return ray.get(self.array)
+        return self.array
 
     def open(self) -> PackedTokens:
         if self.path is not None:
             tokens = np.memmap(self.path, dtype=np.dtype(self.dtype), mode="r")
             tokens = tokens[: self.n_tokens]  # (n_tokens,)
         else:
-            array = self.array
-            if type(array).__name__ == "ObjectRef":
-                import ray
-
-                array = ray.get(array)
-            tokens = array
+            tokens = self._array()
         return PackedTokens(tokens, self.vocab_size, self.eos_token_id, self.checksum, self.meta)
 
 
