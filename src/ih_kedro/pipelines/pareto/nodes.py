@@ -339,10 +339,6 @@ def estimate_frontier(
         method=fit_method,
         level=level,
     )
-    cells = aggregate_cells(cell_table)
-    pareto_set = pf.pareto_minimal_cells(
-        cells[(cells["frequency"] > 0) & (cells["reliability"] > 0)]
-    )
     distance = fit.distance(runs["frequency"], runs["reliability"])
     formed = runs["formed"] == 1
     growth = pf.fit_sstar_growth(distance[formed], runs.loc[formed, "step"], level=level)
