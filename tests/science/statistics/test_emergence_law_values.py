@@ -535,3 +535,66 @@ def test_prediction_boundaries_and_single_value_warning(caplog):
         other = predict_emergence(single, [64, 32], 64)
     assert "saw a single log_batch_size" in caplog.text
     assert np.isfinite(other.step.iloc[0]) and np.isnan(other.step_high.iloc[1])
+
+
+# ------------------------------------------------------------------ LOO boundaries and Tobit LOO
+
+
+def test_leave_one_out_refits_when_exactly_the_minimum_runs_remain():
+    """Five single-run configurations and three coefficients: every hold-out leaves four runs,
+    the least an OLS refit with one residual degree of freedom needs, so all five are predicted
+    (none skipped), each by least squares on the other four."""
+    cells = [(32, 32), (64, 32), (32, 64), (64, 64), (128, 128)]
+    rng = np.random.default_rng(3)
+    table = pd.DataFrame(
+        [
+            {"batch_size": bs, "context_length": c, "seed": 0,
+             "step": T / (bs**A * c**B) * math.exp(rng.normal(0, 0.1))}
+            for bs, c in cells
+        ]
+    )  # fmt: skip
+    fit = fit_emergence_law(table)
+    X, y = design(table), np.log(table.step.to_numpy())
+    expected = np.array(
+        [
+            X[i] @ np.linalg.lstsq(np.delete(X, i, 0), np.delete(y, i), rcond=None)[0]
+            for i in range(5)
+        ]
+    )
+    np.testing.assert_allclose(fit.data.loo_log_predicted.to_numpy(), expected, rtol=1e-10)
+
+
+def test_tobit_leave_one_out_equals_independent_censored_refits():
+    """Each configuration held out, the rest refitted by an independent right-censored MLE
+    (censoring flags of the *remaining* runs), and the held-out runs predicted from it."""
+    table = law_table(seed=11, sd=0.15, n_seeds=2)
+    budget = float(np.quantile(table.step, 0.75))
+    slow = (table.step > budget).to_numpy()
+    table.loc[slow, ["censored", "step"]] = [True, np.nan]
+    table["last_step"] = budget
+    fit = fit_emergence_law(table, censored="tobit")
+    X = design(table)
+    y = np.log(np.where(slow, budget, table.step))
+    configs = (table.batch_size.astype(str) + "|" + table.context_length.astype(str)).to_numpy()
+    expected = np.empty(len(table))
+    for config in pd.unique(configs):
+        held = configs == config
+        theta, _, _ = _independent_tobit(y[~held], X[~held], slow[~held])
+        expected[held] = X[held] @ theta[:-1]
+    np.testing.assert_allclose(fit.data.loo_log_predicted.to_numpy(), expected, atol=1e-4)
+    # Censoring moves the answer: the same refits treating every row as observed differ.
+    naive = np.empty(len(table))
+    for config in pd.unique(configs):
+        held = configs == config
+        naive[held] = X[held] @ np.linalg.lstsq(X[~held], y[~held], rcond=None)[0]
+    assert np.abs(naive - expected).max() > 0.05
+
+
+def test_summary_values_are_plain_json_scalars():
+    from ih_kedro.science.statistics.emergence_law import _clean
+
+    assert _clean(np.bool_(True)) is True and _clean(np.bool_(False)) is False
+    assert _clean(np.int64(7)) == 7 and type(_clean(np.int64(7))) is int
+    assert _clean(np.float32(0.5)) == 0.5 and type(_clean(np.float32(0.5))) is float
+    assert _clean(np.inf) is None and _clean(-math.inf) is None and _clean(math.nan) is None
+    assert _clean("tobit") == "tobit"
