@@ -46,7 +46,7 @@ MICRO_TRAINING = {
     "online_emergence": {"eval_every": 2, "n_probes": 4},
     **SEQUENTIAL_EXECUTOR,
 }  # fmt: skip
-MICRO_TELEMETRY = {"probe": {"n_samples": 4}, "batch_size": 4, "n_validation_sequences": 2,
+MICRO_TELEMETRY = {"probe": {"n_samples": 4, "snippet_length": 5}, "batch_size": 4, "n_validation_sequences": 2,
                    "emergence": {"n_bootstrap": 5}}  # fmt: skip
 # lm-eval on, on the fixture tasks (tests/fixtures/lm_eval), to run the node through the CLI.
 MICRO_LM_EVAL = {"enabled": True, "tasks": ["fixture_mc", "fixture_ll"], "batch_size": 4,
@@ -152,6 +152,13 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
     )
     # Every second checkpoint (0, 4 of 0, 2, 4); the last one always.
     assert sorted(checkpoints["step"].unique()) == [0, 4]
+    # The snippet-format induction score is measured (on snippets of the training span, 5).
+    assert "snippet_induction_score" in set(table["metric"])
+    assert checkpoints["metric"].eq("snippet_induction_score").sum() == 2 * 2
+    head_scores = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "head_scores.parquet")
+    snippet_rows = head_scores["metric"].str.endswith("_snippet")
+    assert set(head_scores.loc[snippet_rows, "probe_length"]) == {5}
+    assert set(head_scores.loc[~snippet_rows, "probe_length"]) == {24}
     # lm-eval: the final checkpoint (step 4) of each run, every fixture metric.
     lm_eval = pd.read_csv(data / "08_reporting" / EXPERIMENT / "lm_eval_scores.csv")
     assert sorted(lm_eval["variant"].unique()) == ["balanced", "natural"]

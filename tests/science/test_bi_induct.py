@@ -53,6 +53,7 @@ class _EvalSet:
         half = torch.stack([torch.randperm(vocab - 2, generator=gen)[:8] + 2 for _ in range(4)])
         self.repeated = torch.cat([half, half], 1)  # (4, 16)
         self.anti = torch.cat([half, torch.ones(4, 1, dtype=torch.long), half.flip(1)], 1)
+        self.snippet = torch.cat([half, torch.ones(4, 1, dtype=torch.long), half], 1)
         tokens = torch.randint(2, vocab, (5, 12), generator=gen)  # (5, 12)
         mask = torch.zeros(5, 12, dtype=torch.bool)
         mask[:, -1] = True
@@ -141,3 +142,48 @@ def test_results_table_reports_the_ablation_difference_when_both_formed_heads() 
     # natural: 0.2 - 0.1 = 0.1; induction: 0.4 -> paired difference 0.3
     row = table.loc[("induction", "ablation_excess_icl_zero")]
     assert row["diff_vs_natural"] == pytest.approx(0.3) and row["note"] == ""
+
+
+def _offset_head_model(offset: int) -> torch.nn.Module:
+    """The hand-set telemetry model with head 1.0 turned into a *positional* copy head: the
+    query at position p attends to the key at p - offset, whatever the tokens."""
+    from tests.science.telemetry.conftest import POSITIONS, VOCAB, _dims, build_handset_model
+
+    model = build_handset_model()
+    pos = _dims()["pos"]
+    attn = model.blocks[1].attn
+    with torch.no_grad():
+        attn.q_proj.weight[:VOCAB].zero_()  # the induction head's token-matching rows
+        attn.k_proj.weight[:VOCAB].zero_()
+        for p in range(offset, POSITIONS):
+            attn.q_proj.weight[p, pos + p] = 5.0
+            attn.k_proj.weight[p, pos + p - offset] = 5.0
+    return model.eval()
+
+
+def test_a_fixed_offset_copy_head_scores_on_snippets_of_its_span_only() -> None:
+    """What the default run found (docs/bi_induct.md): a model trained on 20-token snippets
+    copied by attending 20 tokens back. Such a head is a perfect induction head on
+    ``S ‖ SEP ‖ S`` probes of that span and invisible on repeated probes and other spans, so the
+    snippet probes must use the training span (``snippet_length``)."""
+    from ih_kedro.science.bi_induct import head_scores, make_eval_set
+
+    model = _offset_head_model(6)
+    pool = np.arange(1, 40)  # VOCAB 40; token 0 is the separator
+    validation = np.zeros((2, 25), dtype=np.int64)
+    options = {"shots": [], "n_probes": 16, "probe_length": 12, "seed": 0}
+    at_span = make_eval_set(None, validation, pool, 24, 0, {**options, "snippet_length": 6})
+    assert at_span.snippet.shape == (16, 13) and at_span.anti.shape == (16, 13)
+    np.testing.assert_array_equal(at_span.snippet[:, :6], at_span.repeated[:, :6])
+    np.testing.assert_array_equal(at_span.snippet[:, 7:], at_span.repeated[:, :6])
+    np.testing.assert_array_equal(at_span.anti[:, 7:], at_span.repeated[:, :6].flip(1))
+    assert (at_span.snippet[:, 6] == 0).all()
+    scores = {k: v.mean(0) for k, v in head_scores(model, at_span, batch_size=8).items()}
+    assert scores["snippet_induction"][1, 0] == pytest.approx(1.0, abs=1e-3)
+    assert scores["induction"][1, 0] < 0.05  # repeated probes of L = 12: offset 11, not 6
+    other_span = make_eval_set(None, validation, pool, 24, 0, {**options, "snippet_length": 10})
+    assert head_scores(model, other_span, batch_size=8)["snippet_induction"].mean(0)[1, 0] < 0.05
+    # The default snippet span is the probe length, and a span longer than it is refused.
+    assert make_eval_set(None, validation, pool, 24, 0, options).snippet.shape == (16, 25)
+    with pytest.raises(ValueError, match=r"snippet_length: must be in \[1, 12\]"):
+        make_eval_set(None, validation, pool, 24, 0, {**options, "snippet_length": 13})

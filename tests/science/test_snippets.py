@@ -130,6 +130,12 @@ def test_sep_in_natural_text_fails(stream) -> None:
         ({"span_length": 20}, 32, "does not fit"),
         # W = 41: one snippet of 41 tokens per window -> capacity 1.0; W = 50 -> 0.82.
         ({"span_length": 20, "mix_ratio": 0.9}, 49, "at most 0.820"),
+        ({"span_length": [8, 4]}, 64, "min <= max"),
+        ({"span_length": [0, 4]}, 64, "positive integer"),
+        ({"span_length": [4, 5, 6]}, 64, r"\[min, max\] pair"),
+        ({"span_length": [4, 20]}, 32, "2 x 20 \\+ 1 = 41 tokens does not fit"),
+        # W = 41, one slot of 41 for spans 4-20: mean snippet 25 tokens -> capacity 0.610.
+        ({"span_length": [4, 20], "mix_ratio": 0.7}, 40, "at most 0.610"),
     ],
 )
 def test_impossible_options_fail_before_training(options, context, message) -> None:
@@ -186,3 +192,46 @@ def test_training_with_snippets_resumes_exactly_and_logs_snippet_tokens(tmp_path
     first = [m for _, m in tracker.metrics if "variant_batch_share" in m][0]
     # steps 0 and 1: round(0.5 * 136 / 7) = 10 and round(0.4583 * 136 / 7) = 9 snippets
     assert first["variant_batch_share"] == pytest.approx((10 + 9) * 7 / (2 * 136))
+
+
+def test_a_span_range_draws_each_snippets_span_and_keeps_the_format(stream) -> None:
+    """``span_length: [min, max]``: every snippet is S ‖ SEP ‖ S (or reversed) with its own
+    |S| in [min, max], so no single offset back finds the copy; the count follows the mean span."""
+    options = _options(span_length=[3, 9], direction="balanced")
+    batch_size, context = 64, 63  # W = 64: 3 slots of 19 tokens; mean snippet 13 tokens
+    assert snippet_count(0, batch_size, context + 1, options) == round(0.5 * 64 * 64 / 13)
+    batch = sample_batch(stream, batch_size, context, 2, 0, data_variant=VARIANT,
+                         variant_options=options)  # fmt: skip
+    spans, kinds = [], []
+    for row, mask in zip(batch.tokens.numpy(), batch.copied, strict=True):
+        positions = np.flatnonzero(mask)
+        # Runs of written positions hold whole snippets back to back: read them one by one,
+        # each first half ending at its SEP.
+        tokens = row[positions]
+        while tokens.size:
+            sep_at = int(np.flatnonzero(tokens == SEP)[0])
+            first, second = tokens[:sep_at], tokens[sep_at + 1 : 2 * sep_at + 1]
+            tokens = tokens[2 * sep_at + 1 :]
+            assert len(second) == sep_at and 3 <= sep_at <= 9
+            assert np.all(np.diff(first.astype(np.int64)) == 1)  # a natural span
+            if np.array_equal(second, first):
+                kinds.append("induction")
+            else:
+                assert np.array_equal(second, first[::-1])
+                kinds.append("anti_induction")
+            spans.append(sep_at)
+    assert len(spans) == 158  # round(0.5 * 64 * 64 / 13)
+    assert int(batch.copied.sum()) == sum(2 * s + 1 for s in spans)
+    assert set(spans) == set(range(3, 10))  # every span of the range occurs
+    assert abs(np.mean(spans) - 6.0) < 0.5 and 0 < kinds.count("induction") < len(kinds)
+    # Deterministic by (seed, step) as for a fixed span (resume sees the same snippets).
+    again = sample_batch(stream, batch_size, context, 2, 0, data_variant=VARIANT,
+                         variant_options=options)  # fmt: skip
+    assert np.array_equal(again.tokens.numpy(), batch.tokens.numpy())
+    # A degenerate range [5, 5] is the fixed span 5, batch for batch.
+    fixed = sample_batch(stream, 16, 32, 7, 3, data_variant=VARIANT, variant_options=_options())
+    same = sample_batch(stream, 16, 32, 7, 3, data_variant=VARIANT,
+                        variant_options=_options(span_length=[5, 5]))  # fmt: skip
+    assert np.array_equal(fixed.tokens.numpy(), same.tokens.numpy())
+    assert expected_snippet_tokens(10, 64, 63, options) == round(13 * sum(
+        snippet_count(s, 64, 64, {**options, "total_steps": 10}) for s in range(10)))  # fmt: skip

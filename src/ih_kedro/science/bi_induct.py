@@ -92,14 +92,16 @@ class EvalSet:
     """The fixed evaluation inputs of one context length.
 
     ``validation`` (n, C+1) held-out sequences; ``prompts`` shots -> encoded probe prompts;
-    ``repeated`` (n, 2L) repeated random-token probes; ``anti`` (n, 2L+1)
-    ``S ‖ SEP ‖ reverse(S)`` probes from the same halves.
+    ``repeated`` (n, 2L) repeated random-token probes; ``snippet`` (n, 2l+1) ``S ‖ SEP ‖ S``
+    and ``anti`` (n, 2l+1) ``S ‖ SEP ‖ reverse(S)`` probes from the first ``l`` tokens of the
+    same halves, ``l`` the snippet span (the training snippets' ``span_length``).
     """
 
     validation: np.ndarray
     prompts: dict[int, EncodedPrompts]
     repeated: torch.Tensor
     anti: torch.Tensor
+    snippet: torch.Tensor | None = None
 
 
 def make_eval_set(
@@ -122,17 +124,25 @@ def make_eval_set(
         for k in options.get("shots", (1, 10))
     }
     length = int(options.get("probe_length") or min(50, (context_length - 1) // 2))
+    span = int(options.get("snippet_length") or length)
+    if not 0 < span <= length:
+        raise ValueError(
+            f"bi_induct.evaluation.snippet_length: must be in [1, {length}] (the probe length), "
+            f"got {span}"
+        )
     n_probes = int(options.get("n_probes", 64))
     rng = np.random.default_rng(seed)
     halves = torch.as_tensor(
         np.stack([rng.choice(token_pool, size=length, replace=False) for _ in range(n_probes)])
     ).long()  # (n, L)
     sep = torch.full((n_probes, 1), int(sep_token_id), dtype=torch.long)  # (n, 1)
+    spans = halves[:, :span]  # (n, l)
     return EvalSet(
         validation=np.asarray(validation_sequences),
         prompts=prompts,
         repeated=torch.cat([halves, halves], dim=1),  # (n, 2L)
-        anti=torch.cat([halves, sep, halves.flip(1)], dim=1),  # (n, 2L+1)
+        anti=torch.cat([spans, sep, spans.flip(1)], dim=1),  # (n, 2l+1)
+        snippet=torch.cat([spans, sep, spans], dim=1),  # (n, 2l+1)
     )
 
 
@@ -151,13 +161,19 @@ def item_metrics(
 
 
 def head_scores(model: nn.Module, eval_set: EvalSet, batch_size: int = 32) -> dict[str, Any]:
-    """Per-head induction and anti-induction scores: means ``(layers, heads)`` and samples."""
+    """Per-head scores per probe sample, ``{name: (n, layers, heads)}``: ``induction``
+    (prefix matching on repeated probes), ``anti_induction`` (on ``S ‖ SEP ‖ reverse(S)``) and,
+    when the set has them, ``snippet_induction`` (induction on ``S ‖ SEP ‖ S`` snippets)."""
     induction = head_pattern_scores(model, eval_set.repeated, batch_size, repeated=True)
     anti = head_pattern_scores(model, eval_set.anti, batch_size, repeated=False)
-    return {
+    out = {
         "induction": induction["prefix_matching"],  # (n, layers, heads)
         "anti_induction": anti["anti_induction"],  # (n, layers, heads)
     }
+    if eval_set.snippet is not None:
+        snippet = head_pattern_scores(model, eval_set.snippet, batch_size, repeated=False)
+        out["snippet_induction"] = snippet["induction"]  # (n, layers, heads)
+    return out
 
 
 def best_head_samples(samples: torch.Tensor, min_layer: int = 1) -> np.ndarray:
@@ -204,6 +220,15 @@ def evaluate_checkpoint(
         "anti_induction_best": best_head_samples(
             scores["anti_induction"], int(options.get("min_layer", 1))
         ),
+        **(
+            {
+                "snippet_induction_best": best_head_samples(
+                    scores["snippet_induction"], int(options.get("min_layer", 1))
+                )
+            }
+            if "snippet_induction" in scores
+            else {}
+        ),  # fmt: skip
         "induction_mean": induction_mean.numpy(),
         "ablated_heads": heads,
         "ablation": {},
@@ -254,6 +279,8 @@ def checkpoint_summary(result: Mapping[str, Any]) -> dict[str, float]:
         "induction_score": float(np.mean(result["induction_best"])),
         "anti_induction_score": float(np.nanmean(result["anti_induction_best"])),
     }
+    if "snippet_induction_best" in result:
+        out["snippet_induction_score"] = float(np.nanmean(result["snippet_induction_best"]))
     for key, values in items.items():
         if key.startswith("probe_"):
             out[f"probe_accuracy_{key.removeprefix('probe_')}"] = float(np.mean(values))
@@ -282,7 +309,12 @@ def _bootstrap(
     return float(point), float(low), float(high)
 
 
-def _metric_stats(shots: Sequence[int], modes: Sequence[str]) -> dict[str, tuple]:
+SIGNATURES = ("induction_best", "anti_induction_best", "snippet_induction_best")
+
+
+def _metric_stats(
+    shots: Sequence[int], modes: Sequence[str], signatures: Sequence[str] = SIGNATURES[:2]
+) -> dict[str, tuple]:
     """metric -> (item-count getter, per-run statistic(result, idx))."""
 
     def mean_of(key: str) -> Callable:
@@ -305,7 +337,7 @@ def _metric_stats(shots: Sequence[int], modes: Sequence[str]) -> dict[str, tuple
         return float(np.exp(np.mean(loss if idx is None else loss[idx])))
 
     stats["perplexity"] = (n_of("loss"), perplexity)
-    for key in ("induction_best", "anti_induction_best"):
+    for key in signatures:
 
         def signature(result, idx, key=key):
             values = result[key]
@@ -360,7 +392,8 @@ def results_table(
     seed = int(options.get("seed", 0))
     shots = [int(k) for k in options.get("shots", (1, 10))]
     modes = list(options.get("ablation_modes", ("zero", "pattern_preserving")))
-    stats = _metric_stats(shots, modes)
+    signatures = [key for key in SIGNATURES if all(key in f for f in finals.values())]
+    stats = _metric_stats(shots, modes, signatures)
     runs = runs[runs["run_name"].isin(list(finals))]
     rows = []
     groups = {key: g for key, g in runs.groupby(["preset", "variant"], sort=True)}

@@ -2,7 +2,10 @@
 
 A snippet is ``S ‖ SEP ‖ S`` (induction), ``S ‖ SEP ‖ reverse(S)`` (anti-induction) or either
 one by a fair coin per snippet (balanced): ``2·L + 1`` tokens with ``L = span_length``
-(default 20). ``S`` is a span of ``L`` natural tokens drawn from the batch itself before any
+(default 20, the paper's). ``span_length: [min, max]`` draws ``L`` uniformly per snippet
+instead: with one fixed ``L`` the copy always sits ``L`` tokens back, and a model with relative
+positions can solve every snippet with a head that attends a fixed distance back, which is not
+an induction head (what the default run showed; docs/bi_induct.md). ``S`` is a span of ``L`` natural tokens drawn from the batch itself before any
 edit (a random row and offset), so snippet tokens follow the corpus' unigram distribution; the
 paper leaves the source of ``S`` open. ``SEP`` is a dedicated special token of the tokenizer
 (``<|sep|>``, trained with the tokenizer; its id is the option ``sep_token_id``).
@@ -14,9 +17,11 @@ The share of a batch's tokens that snippets replace follows the mix ratio
 
 (linear annealing from ``m0`` to 0 over the first ``anneal_fraction`` of the run; default the
 whole run). The batch of ``B`` windows of ``W = C + 1`` tokens gets exactly
-``n = round(m · B · W / (2L + 1))`` snippets, i.e. ``n · (2L + 1)`` replaced tokens. Each
-window has ``floor(W / (2L + 1))`` slots on a grid shifted by a random offset per window;
-the ``n`` snippets take ``n`` slots drawn without replacement over the whole batch.
+``n = round(m · B · W / (2L̄ + 1))`` snippets (``L̄`` the mean span: ``L``, or
+``(min + max) / 2``), i.e. ``n · (2L + 1)`` replaced tokens for a fixed span (in expectation
+for a range). Each window has ``floor(W / (2L_max + 1))`` slots on a grid shifted by a random
+offset per window; the ``n`` snippets take ``n`` slots drawn without replacement over the whole
+batch, each at the start of its slot.
 
 Everything is drawn from the (seed, step) generator of
 :func:`ih_kedro.science.training_data.sample_batch`, so a resumed run sees the same snippets.
@@ -59,9 +64,23 @@ def mix_ratio(step: int, total_steps: int, m0: float, anneal_fraction: float = 1
     return float(m0) * max(0.0, 1.0 - step / horizon)
 
 
+def span_bounds(options: Mapping[str, Any]) -> tuple[int, int]:
+    """``(shortest, longest)`` span ``L``: ``span_length`` is one int or a ``[min, max]`` pair."""
+    span = _option(options, "span_length")
+    if isinstance(span, list | tuple):
+        return int(span[0]), int(span[1])
+    return int(span), int(span)
+
+
+def mean_snippet_length(options: Mapping[str, Any]) -> float:
+    """Mean tokens per snippet, ``2 L̄ + 1`` (``L`` uniform on ``[min, max]`` for a range)."""
+    low, high = span_bounds(options)
+    return low + high + 1.0
+
+
 def snippet_count(step: int, batch_size: int, width: int, options: Mapping[str, Any]) -> int:
-    """Number of snippets in the batch of ``step``: ``round(m(step) · B · W / (2L + 1))``."""
-    length = 2 * int(_option(options, "span_length")) + 1
+    """Number of snippets in the batch of ``step``: ``round(m(step) · B · W / (2L̄ + 1))``."""
+    length = mean_snippet_length(options)
     ratio = mix_ratio(
         step,
         int(options["total_steps"]),
@@ -78,8 +97,18 @@ def check_snippet_options(options: Mapping[str, Any], context_length: int) -> No
     if direction not in DIRECTIONS:
         raise ValueError(f"{where}.direction: {direction!r} is not one of {DIRECTIONS}")
     span = _option(options, "span_length")
-    if not isinstance(span, int | np.integer) or span <= 0:
-        raise ValueError(f"{where}.span_length: must be a positive integer, got {span!r}")
+    pair = isinstance(span, list | tuple)
+    values = list(span) if pair else [span]
+    if (
+        (pair and len(values) != 2)
+        or not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in values)
+        or min(values) <= 0
+        or (pair and values[0] > values[1])
+    ):
+        raise ValueError(
+            f"{where}.span_length: must be a positive integer or a [min, max] pair of them "
+            f"with min <= max, got {span!r}"
+        )
     sep = options.get("sep_token_id")
     if not isinstance(sep, int | np.integer) or sep < 0:
         raise ValueError(
@@ -93,18 +122,19 @@ def check_snippet_options(options: Mapping[str, Any], context_length: int) -> No
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"{where}.anneal_fraction: must be in [0, 1], got {fraction}")
     width = context_length + 1
-    length = 2 * int(span) + 1
+    longest = max(values)
+    length = 2 * int(longest) + 1
     slots = width // length
     if slots == 0:
         raise ValueError(
-            f"{where}.span_length: a snippet of 2 x {span} + 1 = {length} tokens does not fit in "
-            f"a window of context_length + 1 = {width} tokens"
+            f"{where}.span_length: a snippet of 2 x {longest} + 1 = {length} tokens does not fit "
+            f"in a window of context_length + 1 = {width} tokens"
         )
-    capacity = slots * length / width
+    capacity = slots * mean_snippet_length(options) / width
     if m0 > capacity:
         raise ValueError(
             f"{where}.mix_ratio: {m0} of the tokens cannot be snippets; at most {capacity:.3f} "
-            f"fit ({slots} snippet(s) of {length} tokens per window of {width})"
+            f"fit ({slots} snippet slot(s) of {length} tokens per window of {width})"
         )
 
 
@@ -118,9 +148,9 @@ def _snippets(
             "needed for the annealed mix ratio (train_run adds it)"
         )
     batch, width = windows.shape
-    span = int(_option(options, "span_length"))
+    shortest, span = span_bounds(options)
     sep = int(options["sep_token_id"])
-    length = 2 * span + 1
+    length = 2 * span + 1  # a slot holds the longest snippet
     slots = width // length
     n = snippet_count(step, batch, width, options)
     if n > batch * slots:
@@ -144,27 +174,39 @@ def _snippets(
         reverse = rng.random(n) < 0.5  # (n,) a coin flip per snippet
     else:
         reverse = np.full(n, direction == "anti_induction")  # (n,)
-    offset = np.arange(span)  # (L,)
-    spans = windows[source_row[:, None], source_start[:, None] + offset[None, :]]  # (n, L)
-    second = np.where(reverse[:, None], spans[:, ::-1], spans)  # (n, L)
-    snippet = np.concatenate([spans, np.full((n, 1), sep, dtype=windows.dtype), second], axis=1)
+    # One span per snippet; drawn only for a range, so fixed-span runs keep their stream.
+    lengths = (
+        rng.integers(shortest, span + 1, size=n) if shortest < span else np.full(n, span)
+    )  # (n,)
+    offset = np.arange(span)  # (L_max,)
+    spans = windows[source_row[:, None], source_start[:, None] + offset[None, :]]  # (n, L_max)
+    # Snippet i is spans[i, :s] ‖ SEP ‖ (spans[i, :s] or its reverse), s = lengths[i].
+    j = np.arange(length)[None, :]  # (1, 2L_max+1) position inside the slot
+    own = lengths[:, None]  # (n, 1) the snippet's span
+    k = j - own - 1  # (n, 2L_max+1) index into the second half
+    source = np.where(j < own, j, np.where(reverse[:, None], own - 1 - k, k))
+    snippet = np.take_along_axis(spans, np.clip(source, 0, span - 1), axis=1)
+    snippet = np.where(j == own, sep, snippet).astype(windows.dtype)  # (n, 2L_max+1)
+    inside = j < 2 * own + 1  # (n, 2L_max+1) the snippet's own tokens
     rows = chosen // slots  # (n,)
     starts = shift[rows] + (chosen % slots) * length  # (n,)
-    positions = starts[:, None] + np.arange(length)[None, :]  # (n, 2L+1)
-    windows[rows[:, None], positions] = snippet  # (n, 2L+1) written
+    positions = starts[:, None] + np.arange(length)[None, :]  # (n, 2L_max+1)
+    row_index = np.broadcast_to(rows[:, None], positions.shape)
+    windows[row_index[inside], positions[inside]] = snippet[inside]
     written = np.zeros(windows.shape, dtype=bool)  # (B, W)
-    written[rows[:, None], positions] = True
+    written[row_index[inside], positions[inside]] = True
     return written
 
 
 def expected_snippet_tokens(
     total_steps: int, batch_size: int, context_length: int, options: Mapping[str, Any]
 ) -> int:
-    """Exact number of snippet tokens a run of ``total_steps`` steps sees (for reports)."""
+    """Snippet tokens a run of ``total_steps`` steps sees (for reports): exact for a fixed span,
+    the expectation (rounded) for a ``[min, max]`` range."""
     width = context_length + 1
-    length = 2 * int(_option(options, "span_length")) + 1
     opts = {**options, "total_steps": total_steps}
-    return length * sum(snippet_count(s, batch_size, width, opts) for s in range(total_steps))
+    count = sum(snippet_count(s, batch_size, width, opts) for s in range(total_steps))
+    return round(mean_snippet_length(options) * count)
 
 
 def average_mix_ratio(options: Mapping[str, Any]) -> float:
@@ -186,6 +228,8 @@ __all__ = [
     "average_mix_ratio",
     "check_snippet_options",
     "expected_snippet_tokens",
+    "mean_snippet_length",
     "mix_ratio",
     "snippet_count",
+    "span_bounds",
 ]

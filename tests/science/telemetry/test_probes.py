@@ -55,3 +55,24 @@ def test_probe_set_pickles_and_shortens():
     short = probe_set.with_length(4)
     assert short.tokens.shape == (5, 8) and short.variants["induction_snippet"].shape == (5, 9)
     assert torch.equal(short.tokens[:, :4], probe_set.tokens[:, :4])
+
+
+def test_snippet_probes_take_the_snippet_span_of_the_same_halves():
+    pool = np.arange(1, 60)
+    probes = make_probe_set(pool, 8, 20, 0, "uniform", sep_token=0, snippet_length=6)
+    half = probes.tokens[:, :20]  # (8, 20)
+    induction = probes.variants["induction_snippet"]
+    anti = probes.variants["anti_induction_snippet"]
+    assert induction.shape == anti.shape == (8, 13) and probes.snippet_length == 6
+    torch.testing.assert_close(induction, torch.cat([half[:, :6], torch.zeros(8, 1).long(),
+                                                     half[:, :6]], 1))  # fmt: skip
+    torch.testing.assert_close(anti[:, 7:], half[:, :6].flip(1))
+    # Shorter probes keep the span while it fits, then shrink it to the new length.
+    assert probes.with_length(10).variants["induction_snippet"].shape == (8, 13)
+    shorter = probes.with_length(4)
+    assert shorter.snippet_length == 4 and shorter.variants["induction_snippet"].shape == (8, 9)
+    # Without a span the snippets use the whole half, as before.
+    whole = make_probe_set(pool, 8, 20, 0, "uniform", sep_token=0)
+    assert whole.variants["induction_snippet"].shape == (8, 41) and whole.snippet_length is None
+    with pytest.raises(ValueError, match=r"snippet_length: must be in \[1, 20\]"):
+        make_probe_set(pool, 8, 20, 0, "uniform", sep_token=0, snippet_length=21)

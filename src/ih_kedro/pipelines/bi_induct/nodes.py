@@ -101,6 +101,13 @@ def evaluate_runs(
     eos = int(train_tokens.eos_token_id)
     pool = frequent_token_pool(np.asarray(train_tokens.tokens), train_tokens.vocab_size,
                                int(params.get("token_pool_size", 500)), exclude=(eos, sep))  # fmt: skip
+    # Snippet probes at the training snippets' span unless set (a fixed-span model may copy by
+    # a fixed offset, which probes of another span would not see); a [min, max] range: its mean.
+    snippet_options = (training_params.get("variant_options") or {}).get("bi_induct_snippets", {})
+    span = snippet_options.get("span_length")
+    if isinstance(span, list | tuple):
+        span = round(sum(span) / 2)
+    params = {**params, "snippet_length": params.get("snippet_length") or span}
     every = int(params.get("every_nth_checkpoint", 1))
     n_validation = int(params.get("n_validation_sequences", 32))
     runs = _runs(sweep_manifest)

@@ -47,7 +47,8 @@ def make_probe_set(train_tokens: PackedTokens, params: dict[str, Any]) -> ProbeS
 
     ``params["probe"]``: ``n_samples``, ``length`` (null: the longest reference length 50;
     every run of a sweep uses the same ``min(50, min(C) // 2)`` of it), ``source``
-    (``frequent`` | ``uniform``), ``top_k``, ``seed``.
+    (``frequent`` | ``uniform``), ``top_k``, ``seed``, ``snippet_length`` (the snippet probes'
+    span; null: the probe length).
     """
     probe = params["probe"]
     eos = int(train_tokens.eos_token_id)
@@ -64,8 +65,10 @@ def make_probe_set(train_tokens: PackedTokens, params: dict[str, Any]) -> ProbeS
     sep = eos if probe.get("sep_token_id") is None else int(probe["sep_token_id"])
     pool = pool[pool != sep]
     length = int(probe.get("length") or min(REFERENCE_PROBE_LENGTH, len(pool)))
+    snippet = probe.get("snippet_length")
     return build_probe_set(pool, int(probe["n_samples"]), length, int(probe["seed"]),
-                           probe["source"], sep_token=sep)  # fmt: skip
+                           probe["source"], sep_token=sep,
+                           snippet_length=None if snippet is None else int(snippet))  # fmt: skip
 
 
 def sweep_probe_length(probe_set: ProbeSet, params: dict[str, Any], contexts: list[int]) -> int:
@@ -106,7 +109,8 @@ def score_checkpoints(
     """Score every checkpoint of every run in the manifest.
 
     Every run is probed with the same half-length ``L`` (:func:`sweep_probe_length`), recorded
-    in the ``probe_length`` column of every score and in ``score_samples``.
+    in the ``probe_length`` column of every score and in ``score_samples`` (the Bi-Induct
+    ``*_snippet`` metrics: the snippet span, ``telemetry.probe.snippet_length``).
 
     Returns tidy ``head_scores`` and ``model_scores`` and ``score_samples``:
     ``{run_name: {"steps": (K,), "tokens": (K,), "prefix_matching": (K, n, layers, heads),
@@ -139,7 +143,10 @@ def score_checkpoints(
                 min_layer=int(params.get("min_layer", 1)), run_name=run.run_name, step=step,
                 tokens_seen=tokens_seen,
             )  # fmt: skip
-            head_rows.extend({**row, "probe_length": probes.length} for row in heads)
+            snippet = probes.snippet_length or probes.length  # Bi-Induct variants' span
+            for row in heads:
+                is_snippet = row["metric"].endswith("_snippet")
+                head_rows.append({**row, "probe_length": snippet if is_snippet else probes.length})
             model_rows.extend({**row, "probe_length": probes.length} for row in models)
             per_run["steps"].append(step)
             per_run["tokens"].append(tokens_seen)

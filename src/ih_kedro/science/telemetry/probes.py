@@ -138,10 +138,15 @@ def anti_induction_snippet_probes(
     return snippet_probes(halves, sep_token, reverse=True)
 
 
-def _snippet_variants(half: torch.Tensor, sep_token: int | None) -> dict[str, torch.Tensor]:
-    """Bi-Induct variants of the first halves ``(n, L)``: ``{kind: (n, 2L+1)}``; {} without SEP."""
+def _snippet_variants(
+    half: torch.Tensor, sep_token: int | None, snippet_length: int | None = None
+) -> dict[str, torch.Tensor]:
+    """Bi-Induct variants of the first ``snippet_length`` tokens (default all ``L``) of the
+    halves ``(n, L)``: ``{kind: (n, 2 l + 1)}``; {} without SEP."""
     if sep_token is None:
         return {}
+    if snippet_length is not None:
+        half = half[:, :snippet_length]  # (n, l)
     return {
         "induction_snippet": snippet_probes(half, sep_token),
         "anti_induction_snippet": snippet_probes(half, sep_token, reverse=True),
@@ -159,8 +164,13 @@ class ProbeSet:
         length: ``L``, the half length in tokens.
         kind: ``"repeated"``.
         sep_token: the Bi-Induct separator id, or None when there are no snippet variants.
-        variants: Bi-Induct probes built from the *same* first halves,
-            ``{"induction_snippet": (n, 2L+1), "anti_induction_snippet": (n, 2L+1)}``.
+        variants: Bi-Induct probes built from the *same* first halves (their first
+            ``snippet_length`` tokens),
+            ``{"induction_snippet": (n, 2l+1), "anti_induction_snippet": (n, 2l+1)}``.
+        snippet_length: ``l``, the span of the snippet probes; None = ``L``. Set it to the
+            training snippets' span: a model can solve fixed-span snippets with a head that
+            attends a fixed distance back, which scores on probes of that span only
+            (docs/bi_induct.md, "What the default measured").
     """
 
     tokens: torch.Tensor
@@ -170,6 +180,7 @@ class ProbeSet:
     kind: str = "repeated"
     sep_token: int | None = None
     variants: dict[str, torch.Tensor] = field(default_factory=dict)
+    snippet_length: int | None = None
 
     @property
     def n_samples(self) -> int:
@@ -189,11 +200,13 @@ class ProbeSet:
                 f"to {length}"
             )
         half = self.tokens[:, :length]  # (n, length)
+        snippet = None if self.snippet_length is None else min(self.snippet_length, length)
         return replace(
             self,
             tokens=torch.cat([half, half], dim=1),  # (n, 2 * length)
             length=length,
-            variants=_snippet_variants(half, self.sep_token),
+            variants=_snippet_variants(half, self.sep_token, snippet),
+            snippet_length=snippet,
         )
 
 
@@ -204,8 +217,15 @@ def make_probe_set(  # noqa: PLR0917
     seed: int,
     source: str,
     sep_token: int | None = None,
+    snippet_length: int | None = None,
 ) -> ProbeSet:
-    """Repeated probes plus (when ``sep_token`` is given) Bi-Induct variants of the same halves."""
+    """Repeated probes plus (when ``sep_token`` is given) Bi-Induct variants of the same halves
+    (their first ``snippet_length`` tokens; None = all ``length``)."""
+    if snippet_length is not None and not 0 < snippet_length <= length:
+        raise ValueError(
+            f"telemetry.probe.snippet_length: must be in [1, {length}] (the probe length), "
+            f"got {snippet_length}"
+        )
     half = _unique_halves(n_samples, length, token_pool, seed)  # (n, L)
     logger.info(
         "probe set: %d samples of %d unique %s tokens (seed %d)", n_samples, length, source, seed
@@ -217,5 +237,6 @@ def make_probe_set(  # noqa: PLR0917
         length=length,
         kind="repeated",
         sep_token=sep_token,
-        variants=_snippet_variants(half, sep_token),
+        variants=_snippet_variants(half, sep_token, snippet_length),
+        snippet_length=snippet_length,
     )
