@@ -238,6 +238,12 @@ def test_pareto_kedro_run_end_to_end(micro_project: Path) -> None:
     assert (cells.loc[cells["reliability"] == 1.0, "realised_reliability"] == 1.0).all()
     # 8 steps: no induction head; every run censored at the budget, reported, not dropped.
     assert (cells["status"] == "censored").all() and (cells["formed"] == 0.0).all()
+    # Both labels per run: the mean PS and the best (head, parity) one.
+    emergence = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "emergence_table.parquet")
+    assert emergence.groupby("metric")["run_name"].nunique().to_dict() == {
+        "prefix_matching": len(CELLS),
+        "prefix_matching_by_parity": len(CELLS),
+    }
     assert (cells["steps_trained"] == 8).all() and (cells["budget_steps"] == 8).all()
     assert (cells["budget_tokens"] == 8 * 8 * 16).all()
 

@@ -212,3 +212,33 @@ def test_direct_logit_attribution_exact_with_layernorm_scale_and_shift():
     torch.testing.assert_close(dla.sum((1, 2)), expected, atol=1e-4, rtol=1e-4)
     # Non-trivial per query (the mean over queries partly cancels).
     assert (target_logit - embed_part - bias_part).abs().mean() > 0.1
+
+
+def test_a_head_gated_to_every_other_position_scores_one_on_its_parity():
+    """Data whose second halves alternate A B A B teach induction at the A positions only: such
+    a head has PS ~0.5 (never the 0.4 threshold's sure side), 1 on its parity, 0 on the other,
+    and the by-parity samples give emergence detection the best (head, parity)."""
+
+    model = build_model("attn-only-2l-d64", 50, 32, seed=0).eval()
+    probes = make_probe_set(uniform_token_pool(50, exclude=(0,)), 8, 12, 0, "uniform")
+    tokens = probes.tokens  # (8, 24), L = 12
+    batch, seq = tokens.shape
+    pattern = torch.zeros(batch, 4, seq, seq)  # (B, H, T, S)
+    pattern[..., 0] = 1.0
+    for i in range(12, seq):
+        if (i - 12) % 2 == 0:  # head 1.1: induction at even offsets into the second half
+            pattern[:, 1, i] = 0.0
+            pattern[:, 1, i, i - 11] = 1.0
+    with instrument(model, frozen_patterns={1: pattern}):
+        head_rows, model_rows, samples = score_checkpoint(model, probes, None, batch_size=8)
+    value = {(r["metric"], r["layer"], r["head"]): r["value"] for r in head_rows}
+    assert value[("prefix_matching", 1, 1)] == pytest.approx(0.5, abs=1e-6)
+    assert value[("prefix_matching_even", 1, 1)] == pytest.approx(1.0, abs=1e-6)
+    assert value[("prefix_matching_odd", 1, 1)] == pytest.approx(0.0, abs=1e-6)
+    metrics = {r["metric"]: r["value"] for r in model_rows}
+    assert metrics["prefix_matching_max"] == pytest.approx(0.5, abs=1e-6)
+    assert metrics["prefix_matching_by_parity_max"] == pytest.approx(1.0, abs=1e-6)
+    by_parity = samples["prefix_matching_by_parity"]  # (n, layers, 2 heads): even, then odd
+    assert by_parity.shape == (8, 2, 8)
+    np.testing.assert_allclose(by_parity[:, 1, 1], 1.0, atol=1e-6)  # head 1 even
+    np.testing.assert_allclose(by_parity[:, 1, 4 + 1], 0.0, atol=1e-6)  # head 1 odd

@@ -38,7 +38,12 @@ HEAD_COLUMNS = ["run_name", "step", "tokens_seen", "layer", "head", "metric", "v
                 "probe_source", "probe_length"]  # fmt: skip
 MODEL_COLUMNS = ["run_name", "step", "tokens_seen", "metric", "value", "sd", "probe_source",
                  "probe_length"]  # fmt: skip
-SAMPLE_METRICS = ("prefix_matching", "associative_recall", "repeated_loss_drop")
+SAMPLE_METRICS = (
+    "prefix_matching",
+    "prefix_matching_by_parity",
+    "associative_recall",
+    "repeated_loss_drop",
+)
 
 
 def make_probe_set(train_tokens: PackedTokens, params: dict[str, Any]) -> ProbeSet:

@@ -7,7 +7,12 @@ Per head, on repeated probes ``x = S ‖ S`` (``|S| = L``, unique tokens), queri
 second half ``[L, 2L)``:
 
 - **prefix matching** (PS): attention from ``i`` to ``i - (L - 1)``, the token after the
-  previous occurrence of ``x_i`` (reference ``head_detector.py``).
+  previous occurrence of ``x_i`` (reference ``head_detector.py``). ``prefix_matching_even`` /
+  ``_odd``: the same over the queries at even / odd offsets ``i - L`` only. A head that does
+  induction at every other position (learned on data whose second halves alternate
+  ``A B A B``, repetition frequency 1) scores ~1 on one parity and ~0.5 on PS; the
+  position-robust ``prefix_matching_by_parity`` samples (heads × parities as one axis) let
+  emergence detection take the best (head, parity).
 - **previous token**: attention from ``i`` to ``i - 1`` (same queries, as in the reference).
 - **induction / anti-induction**: attention to the token after / before the previous
   occurrence of the query token, found from the tokens themselves, so they apply to any
@@ -68,7 +73,14 @@ from ih_kedro.science.telemetry.probes import ProbeSet
 
 logger = logging.getLogger(__name__)
 
-PATTERN_METRICS = ("prefix_matching", "previous_token", "induction", "anti_induction")
+PATTERN_METRICS = (
+    "prefix_matching",
+    "prefix_matching_even",
+    "prefix_matching_odd",
+    "previous_token",
+    "induction",
+    "anti_induction",
+)
 LOGIT_METRICS = ("logit_attribution", "direct_logit_attribution", "attended_logit_share")
 
 
@@ -111,7 +123,12 @@ def _pattern_keys(tokens: torch.Tensor, repeated_length: int | None) -> dict[str
     if repeated_length is not None:
         length = repeated_length
         second = positions >= length
+        even = (positions - length) % 2 == 0  # (B, T) even offsets into the second half
         out["prefix_matching"] = (positions - (length - 1), second)
+        # The same over half the queries: a head gated to every other position (data whose
+        # second halves alternate A B A B, e.g. repetition frequency 1) scores ~1 on one parity.
+        out["prefix_matching_even"] = (positions - (length - 1), second & even)
+        out["prefix_matching_odd"] = (positions - (length - 1), second & ~even)
         out["previous_token"] = (positions - 1, second)
     return out
 
@@ -475,7 +492,8 @@ def score_checkpoint(
     Returns:
         ``head_rows`` (``run_name, step, tokens_seen, layer, head, metric, value, sd,
         probe_source``), ``model_rows`` (same without layer/head) and per-sample arrays
-        ``{"prefix_matching": (n, layers, heads), "associative_recall": (n,),
+        ``{"prefix_matching": (n, layers, heads), "prefix_matching_by_parity": (n, layers,
+        2 heads)`` (even-query then odd-query scores of every head), ``"associative_recall": (n,),
         "repeated_loss_drop": (n,)}``.
     """
     base = {"run_name": run_name, "step": int(step), "tokens_seen": float(tokens_seen)}
@@ -550,8 +568,16 @@ def score_checkpoint(
             for pos in _loss_positions(losses.shape[1]):
                 add_model(f"loss_pos_{pos + 1:05d}", losses[:, pos], "validation")
 
+    # Heads x parities as one axis, (n, layers, 2 heads): the best (head, parity) is a
+    # position-robust prefix-matching score for emergence detection ("prefix_matching_by_parity").
+    by_parity = torch.cat([scores["prefix_matching_even"], scores["prefix_matching_odd"]], dim=-1)
+    best_gated = by_parity[:, first:].mean(0).flatten().argmax()
+    add_model(
+        "prefix_matching_by_parity_max", by_parity[:, first:].flatten(1)[:, best_gated], source
+    )
     samples = {
         "prefix_matching": ps.numpy().astype(np.float32),
+        "prefix_matching_by_parity": by_parity.numpy().astype(np.float32),
         "associative_recall": scores["associative_recall"].numpy().astype(np.float32),
         "repeated_loss_drop": scores["repeated_loss_drop"].numpy().astype(np.float32),
     }
