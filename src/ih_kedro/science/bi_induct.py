@@ -43,6 +43,7 @@ from ih_kedro.science.function_vectors import (
     prompt_correct,
 )
 from ih_kedro.science.telemetry.ablation import ablate_heads, all_heads, random_head_control
+from ih_kedro.science.telemetry.probes import snippet_probes
 from ih_kedro.science.telemetry.scores import (
     head_pattern_scores,
     icl_score,
@@ -135,14 +136,13 @@ def make_eval_set(
     halves = torch.as_tensor(
         np.stack([rng.choice(token_pool, size=length, replace=False) for _ in range(n_probes)])
     ).long()  # (n, L)
-    sep = torch.full((n_probes, 1), int(sep_token_id), dtype=torch.long)  # (n, 1)
     spans = halves[:, :span]  # (n, l)
     return EvalSet(
         validation=np.asarray(validation_sequences),
         prompts=prompts,
         repeated=torch.cat([halves, halves], dim=1),  # (n, 2L)
-        anti=torch.cat([spans, sep, spans.flip(1)], dim=1),  # (n, 2l+1)
-        snippet=torch.cat([spans, sep, spans], dim=1),  # (n, 2l+1)
+        anti=snippet_probes(spans, int(sep_token_id), reverse=True),  # (n, 2l+1)
+        snippet=snippet_probes(spans, int(sep_token_id)),  # (n, 2l+1)
     )
 
 

@@ -5,9 +5,10 @@ one by a fair coin per snippet (balanced): ``2·L + 1`` tokens with ``L = span_l
 (default 20, the paper's). ``span_length: [min, max]`` draws ``L`` uniformly per snippet
 instead: with one fixed ``L`` the copy always sits ``L`` tokens back, and a model with relative
 positions can solve every snippet with a head that attends a fixed distance back, which is not
-an induction head (what the default run showed; docs/bi_induct.md). ``S`` is a span of ``L`` natural tokens drawn from the batch itself before any
-edit (a random row and offset), so snippet tokens follow the corpus' unigram distribution; the
-paper leaves the source of ``S`` open. ``SEP`` is a dedicated special token of the tokenizer
+an induction head (what the default run showed; docs/bi_induct.md). ``S`` is a span of ``L``
+natural tokens drawn from the batch itself before any edit (a random row and offset), so
+snippet tokens follow the corpus' unigram distribution; the paper leaves the source of ``S``
+open. ``SEP`` is a dedicated special token of the tokenizer
 (``<|sep|>``, trained with the tokenizer; its id is the option ``sep_token_id``).
 
 Snippets **replace** natural tokens, so every variant sees the same number of tokens and FLOPs.
