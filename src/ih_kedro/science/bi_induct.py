@@ -44,6 +44,7 @@ from ih_kedro.science.function_vectors import (
 )
 from ih_kedro.science.telemetry.ablation import ablate_heads, all_heads, random_head_control
 from ih_kedro.science.telemetry.probes import snippet_probes
+from ih_kedro.science.telemetry.scores import best_head_samples as _best_head_samples
 from ih_kedro.science.telemetry.scores import (
     head_pattern_scores,
     icl_score,
@@ -178,10 +179,7 @@ def head_scores(model: nn.Module, eval_set: EvalSet, batch_size: int = 32) -> di
 
 def best_head_samples(samples: torch.Tensor, min_layer: int = 1) -> np.ndarray:
     """Per-sample score of the head with the best mean in layers ``>= min_layer``, ``(n,)``."""
-    first = min_layer if samples.shape[1] > min_layer else 0
-    later = samples[:, first:].float()  # (n, layers', heads)
-    best = torch.nanmean(later, 0).flatten().argmax()
-    return later.flatten(1)[:, best].numpy().astype(float)
+    return _best_head_samples(samples, min_layer).numpy().astype(float)
 
 
 def top_induction_heads(induction_mean: torch.Tensor, fraction: float = 0.02) -> list[tuple]:

@@ -433,6 +433,16 @@ def icl_score(token_losses: torch.Tensor) -> torch.Tensor:
     return token_losses[:, late] - token_losses[:, early]
 
 
+def best_head_samples(samples: torch.Tensor, min_layer: int = 1) -> torch.Tensor:
+    """Per-sample score of the head with the best mean in layers ``>= min_layer`` (all layers
+    for a model with no more), ``(n,)`` from ``(n, layers, heads)``; NaN samples are ignored
+    when choosing the head."""
+    first = min_layer if samples.shape[1] > min_layer else 0
+    later = samples[:, first:].float()  # (n, layers', heads)
+    best = torch.nanmean(later, 0).flatten().argmax()
+    return later.flatten(1)[:, best]  # (n,)
+
+
 def top_fraction_share(scores: torch.Tensor, fraction: float = 0.02) -> float:
     """Share of the total (non-negative) score held by the top ``ceil(fraction * n)`` entries."""
     flat = scores.flatten().clamp(min=0)
@@ -542,9 +552,7 @@ def score_checkpoint(
     for metric in ("associative_recall", "associative_recall_mean_rank", "repeated_loss_drop"):
         add_model(metric, scores[metric], source)
     ps = scores["prefix_matching"]  # (n, layers, heads)
-    first = min_layer if ps.shape[1] > min_layer else 0
-    best = ps[:, first:].mean(0).flatten().argmax()
-    add_model("prefix_matching_max", ps[:, first:].flatten(1)[:, best], source)
+    add_model("prefix_matching_max", best_head_samples(ps, min_layer), source)
     induction = head_metric_means["induction"]
     share_name = f"induction_top{top_fraction * 100:g}pct_share"
     add_model(share_name, top_fraction_share(induction, top_fraction), source)
@@ -571,10 +579,7 @@ def score_checkpoint(
     # Heads x parities as one axis, (n, layers, 2 heads): the best (head, parity) is a
     # position-robust prefix-matching score for emergence detection ("prefix_matching_by_parity").
     by_parity = torch.cat([scores["prefix_matching_even"], scores["prefix_matching_odd"]], dim=-1)
-    best_gated = by_parity[:, first:].mean(0).flatten().argmax()
-    add_model(
-        "prefix_matching_by_parity_max", by_parity[:, first:].flatten(1)[:, best_gated], source
-    )
+    add_model("prefix_matching_by_parity_max", best_head_samples(by_parity, min_layer), source)
     samples = {
         "prefix_matching": ps.numpy().astype(np.float32),
         "prefix_matching_by_parity": by_parity.numpy().astype(np.float32),
