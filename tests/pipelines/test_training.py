@@ -137,8 +137,12 @@ def test_online_evaluator_scores_a_model(packed):
     with torch.no_grad():
         scores = evaluate(model)
     assert scores.pop("probe_length") == 8.0  # min(50, C // 2) without a sweep length
-    assert set(scores) == {"prefix_matching_best_layer1", "prefix_matching_best_layer0"}
+    assert set(scores) == {"prefix_matching_best_layer1", "prefix_matching_best_layer0",
+                           "prefix_matching_by_parity_best_layer1"}  # fmt: skip
     assert all(0.0 <= v <= 1.0 and not math.isnan(v) for v in scores.values())
+    # L = 8: four even and four odd queries, so each head's mean is the mean of its two parity
+    # means and the best (head, parity) is at least the best head's mean.
+    assert scores["prefix_matching_by_parity_best_layer1"] >= scores["prefix_matching_best_layer1"]
 
 
 def test_sweep_probe_length_is_fixed_by_the_smallest_context():
@@ -203,3 +207,22 @@ def test_variant_entries_with_options_become_labelled_cells():
     }
     with pytest.raises(ValueError, match="training.data_variants"):
         expand_grid({**params, "data_variants": [{"label": "x"}]})
+
+
+@pytest.mark.parametrize(
+    ("metric", "key"),
+    [
+        (None, "prefix_matching_best_layer1"),
+        ("prefix_matching", "prefix_matching_best_layer1"),
+        ("prefix_matching_by_parity", "prefix_matching_by_parity_best_layer1"),
+    ],
+)
+def test_the_online_metric_picks_what_the_early_stop_watches(metric, key):
+    online = {"enabled": True, **({"metric": metric} if metric else {})}
+    configs = expand_grid(tiny_params(online_emergence=online))
+    assert [c.early_stop_metric for c in configs] == [key, key]
+
+
+def test_an_unknown_online_metric_fails_before_any_run():
+    with pytest.raises(ValueError, match=r"training\.online_emergence\.metric: 'induction'"):
+        expand_grid(tiny_params(online_emergence={"metric": "induction"}))

@@ -75,3 +75,31 @@ def test_one_layer_model_reports_layer_zero_as_best():
         scores = evaluate(model)
     assert scores["prefix_matching_best_layer1"] == scores["prefix_matching_best_layer0"]
     assert scores["prefix_matching_best_layer0"] == pytest.approx(uniform_score(8), abs=1e-5)
+
+
+def even_gated_induction_model(length: int) -> torch.nn.Module:
+    """Head 1.1 attends to the prefix-matching key at even offsets into the second half only."""
+    from ih_kedro.science.telemetry.instrumentation import instrument
+
+    model = build_model("attn-only-2l-d64", VOCAB, 2 * length, seed=0).eval()
+    seq = 2 * length
+    pattern = torch.zeros(8, 4, seq, seq)  # (B, H, T, S): every head on the first token ...
+    pattern[..., 0] = 1.0
+    for i in range(length, seq, 2):  # ... but head 1.1 on x_{i-L+1} at even offsets
+        pattern[:, 1, i] = 0.0
+        pattern[:, 1, i, i - (length - 1)] = 1.0
+    return model, instrument(model, frozen_patterns={1: pattern})
+
+
+def test_a_head_gated_to_every_other_position_scores_half_on_the_mean_and_one_by_parity():
+    model, frozen = even_gated_induction_model(16)
+    evaluate = make_online_evaluator(packed(), 32, {"n_probes": 8, "token_pool_size": 30})
+    with frozen, torch.no_grad():
+        scores = evaluate(model)
+    assert scores["prefix_matching_best_layer1"] == pytest.approx(0.5, abs=1e-6)
+    assert scores["prefix_matching_by_parity_best_layer1"] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_an_unknown_online_metric_fails_naming_the_parameter():
+    with pytest.raises(ValueError, match=r"training\.online_emergence\.metric: 'induction'"):
+        make_online_evaluator(packed(), 32, {"metric": "induction"})

@@ -28,6 +28,23 @@ from ih_kedro.science.training import (
 logger = logging.getLogger(__name__)
 
 ONLINE_METRIC = "prefix_matching_best_layer1"
+# training.online_emergence.metric -> the evaluator's key the early stop watches. The by-parity
+# score is the best (head, query parity): data whose second halves alternate A B A B (repetition
+# frequency 1) teach heads induction at every other position, which the mean PS halves.
+ONLINE_METRICS = {
+    "prefix_matching": ONLINE_METRIC,
+    "prefix_matching_by_parity": "prefix_matching_by_parity_best_layer1",
+}
+
+
+def online_metric_key(online: Mapping[str, Any]) -> str:
+    """The evaluator key of ``training.online_emergence.metric`` (default ``prefix_matching``)."""
+    metric = online.get("metric") or "prefix_matching"
+    if metric not in ONLINE_METRICS:
+        raise ValueError(
+            f"training.online_emergence.metric: {metric!r} is not one of {sorted(ONLINE_METRICS)}"
+        )
+    return ONLINE_METRICS[metric]
 
 
 def _keep(value: Any) -> Any:
@@ -145,7 +162,7 @@ def expand_grid(params: Mapping[str, Any]) -> list[TrainingRunConfig]:
         **_fields(params, _SHARED_FIELDS),
         **_fields(online, _ONLINE_FIELDS),
         "early_stop": bool(online.get("enabled", True) and online.get("early_stop", True)),
-        "early_stop_metric": ONLINE_METRIC,
+        "early_stop_metric": online_metric_key(online),
         "deepspeed": dict(params.get("deepspeed") or {}),
     }
     configs = []
@@ -233,10 +250,15 @@ def make_online_evaluator(
     with :func:`sweep_probe_length`, one length for the whole sweep; absent: ``min(50, C // 2)``)
     drawn from the ``token_pool_size`` most frequent training tokens, repeated twice
     (docs/calibration.md). Returns ``{"prefix_matching_best_layer1", "prefix_matching_best_layer0",
-    "probe_length"}`` (for a one-layer model the first is layer 0's best).
+    "prefix_matching_by_parity_best_layer1", "probe_length"}``: the best head's mean score, and
+    the best (head, query parity) one, whose mean over even or odd second-half queries finds a
+    head gated to every other position (for a one-layer model "layer1" is layer 0's best).
+    ``options["metric"]`` picks which of them the early stop watches (:func:`online_metric_key`).
     """
     from ih_kedro.science.telemetry.probes import frequent_token_pool, repeated_token_probes
-    from ih_kedro.science.telemetry.scores import prefix_matching_scores
+    from ih_kedro.science.telemetry.scores import head_pattern_scores
+
+    online_metric_key(options)  # an unknown metric fails here, before any training
 
     pool = frequent_token_pool(
         np.asarray(train_tokens.tokens),
@@ -255,11 +277,16 @@ def make_online_evaluator(
     )  # (n, 2L)
 
     def evaluate(model: torch.nn.Module) -> dict[str, float]:
-        scores = prefix_matching_scores(model, probes, batch_size=64)  # (n_layers, n_heads)
-        later = scores[1:] if scores.shape[0] > 1 else scores
+        per_sample = head_pattern_scores(model, probes, batch_size=64)  # {metric: (n, l, H)}
+        scores = per_sample["prefix_matching"].mean(0)  # (n_layers, n_heads)
+        by_parity = torch.stack(
+            [per_sample["prefix_matching_even"], per_sample["prefix_matching_odd"]]
+        ).mean(1)  # (2, n_layers, n_heads)
+        later = slice(1, None) if scores.shape[0] > 1 else slice(None)
         return {
-            ONLINE_METRIC: float(later.max()),
+            ONLINE_METRIC: float(scores[later].max()),
             "prefix_matching_best_layer0": float(scores[0].max()),
+            ONLINE_METRICS["prefix_matching_by_parity"]: float(by_parity[:, later].max()),
             "probe_length": float(length),
         }
 
