@@ -86,11 +86,12 @@ def select_emergence_rows(emergence_table: pd.DataFrame, params: dict[str, Any])
             f"statistics.metric/method: no emergence rows for metric={p['metric']!r}, "
             f"method={p['method']!r}, threshold={p['threshold']!r}"
         )
+    # A chosen threshold keeps every row close to it (a saved table may carry float noise).
     thresholds = rows["threshold"].dropna().unique() if "threshold" in rows else []
-    if len(thresholds) > 1:
+    if p["threshold"] is None and len(thresholds) > 1:
         raise ValueError(
-            f"statistics.threshold: the table has thresholds {sorted(thresholds)} for "
-            f"{p['metric']}/{p['method']}; choose one"
+            f"statistics.threshold: the table has thresholds {sorted(map(float, thresholds))} "
+            f"for {p['metric']}/{p['method']}; choose one"
         )
     return rows.reset_index(drop=True)
 
