@@ -1,0 +1,615 @@
+"""Value tests of the telemetry scores on hand-built attention patterns and hand-set weights.
+
+Every expected number is a literal worked out by hand (in the comments) from the definitions in
+``science/telemetry/scores.py``: frozen attention patterns with known entries, a hand-made
+cache for the logit scores, 2 x 2 OV circuits with known eigenvalues, fixed logit tables.
+Written against the survivors of a mutation run of ``scores.py``.
+"""
+
+import logging
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from ih_kedro.science.models import build_model
+from ih_kedro.science.telemetry.instrumentation import hook_name, instrument
+from ih_kedro.science.telemetry.probes import ProbeSet, make_probe_set, uniform_token_pool
+from ih_kedro.science.telemetry.scores import (
+    _centred_share,
+    _half_length,
+    _logit_batch_scores,
+    _loss_positions,
+    _mean_sd,
+    _model_batch_scores,
+    _pattern_keys,
+    associative_recall,
+    best_head_samples,
+    head_pattern_scores,
+    icl_positions,
+    icl_score,
+    loss_by_position,
+    ov_copying_scores,
+    prefix_matching_scores,
+    prefix_matching_scores_per_sample,
+    previous_occurrence,
+    repeated_probe_scores,
+    score_checkpoint,
+    top_fraction_share,
+    top_heads,
+    uniform_prefix_matching_baseline,
+)
+
+# --------------------------------------------------------------------------- pattern scores
+
+
+def test_previous_occurrence_finds_the_most_recent_earlier_position():
+    tokens = torch.tensor([[3, 1, 3, 3, 2, 1], [5, 5, 5, 5, 5, 5]])
+    assert previous_occurrence(tokens).tolist() == [[-1, -1, 0, 2, -1, 1], [-1, 0, 1, 2, 3, 4]]
+
+
+def test_pattern_keys_of_repeated_and_plain_probes():
+    tokens = torch.tensor([[1, 2, 3, 1, 2, 3]])  # S || S, L = 3; previous occurrence 0, 1, 2
+    keys = _pattern_keys(tokens, 3)
+    expected = {
+        "induction": ([0, 0, 0, 1, 2, 3], [0, 0, 0, 1, 1, 1]),
+        "anti_induction": ([-2, -2, -2, -1, 0, 1], [0, 0, 0, 0, 1, 1]),
+        "prefix_matching": ([-2, -1, 0, 1, 2, 3], [0, 0, 0, 1, 1, 1]),
+        "prefix_matching_even": ([-2, -1, 0, 1, 2, 3], [0, 0, 0, 1, 0, 1]),
+        "prefix_matching_odd": ([-2, -1, 0, 1, 2, 3], [0, 0, 0, 0, 1, 0]),
+        "previous_token": ([-1, 0, 1, 2, 3, 4], [0, 0, 0, 1, 1, 1]),
+    }
+    assert set(keys) == set(expected)
+    for metric, (key, valid) in expected.items():
+        assert keys[metric][0].tolist() == [key], metric
+        assert keys[metric][1].int().tolist() == [valid], metric
+    assert set(_pattern_keys(tokens, None)) == {"induction", "anti_induction"}
+
+
+def test_half_length_of_repeated_probes():
+    assert _half_length(torch.zeros(2, 6, dtype=torch.long)) == 3
+    with pytest.raises(ValueError, match="even length, got 5"):
+        _half_length(torch.zeros(2, 5, dtype=torch.long))
+
+
+def _table_patterns(n_heads: int = 4) -> dict[int, torch.Tensor]:
+    """Frozen (1, H, 6, 6) patterns. Layer 0: head 0 P0[i, j] = 0.01 (10 i + j), head 1
+    P1[i, j] = (j + 1) / (i + 1), head 2 all ones, head 3 all zeros; layer 1 swaps heads 0/1."""
+    i = torch.arange(6.0)[:, None]
+    j = torch.arange(6.0)[None, :]
+    p0 = 0.01 * (10 * i + j)
+    p1 = (j + 1) / (i + 1)
+    ones, zeros = torch.ones(6, 6), torch.zeros(6, 6)
+    layer0 = torch.stack([p0, p1, ones, zeros][:n_heads])[None]  # (1, H, 6, 6)
+    layer1 = torch.stack([p1, p0, ones, zeros][:n_heads])[None]
+    return {0: layer0, 1: layer1}
+
+
+# Three probes, scored one per batch: S || S, a non-repeated one (previous occurrences
+# -1, -1, 0, -1, 1, 3) and one with no repeated token (no valid induction query: NaN).
+TABLE_PROBES = torch.tensor([[1, 2, 3, 1, 2, 3], [7, 8, 7, 9, 8, 9], [1, 2, 3, 4, 5, 6]])
+
+
+def _table_model() -> nn.Module:
+    return build_model("attn-only-2l-d64", 20, 6, seed=0).eval()  # 4 heads
+
+
+def test_head_pattern_scores_on_frozen_table_patterns():
+    model = _table_model()
+    with instrument(model, frozen_patterns=_table_patterns()):
+        scores = head_pattern_scores(model, TABLE_PROBES, batch_size=1)
+    assert set(scores) == {
+        "prefix_matching", "prefix_matching_even", "prefix_matching_odd", "previous_token",
+        "induction", "anti_induction",
+    }  # fmt: skip
+    # Positional scores (queries i = 3, 4, 5), the same for every probe.
+    # PS (key i - 2): P0 0.31, 0.42, 0.53 -> 0.42; P1 2/4, 3/5, 4/6 -> 53/90.
+    # even (i = 3, 5): 0.42 and 7/12; odd (i = 4): 0.42 and 3/5.
+    # previous token (key i - 1): P0 0.32, 0.43, 0.54 -> 0.43; P1 3/4, 4/5, 5/6 -> 143/180.
+    positional = {
+        "prefix_matching": (0.42, 53 / 90),
+        "prefix_matching_even": (0.42, 7 / 12),
+        "prefix_matching_odd": (0.42, 3 / 5),
+        "previous_token": (0.43, 143 / 180),
+    }
+    for metric, (v0, v1) in positional.items():
+        expected = torch.tensor([[v0, v1, 1.0, 0.0], [v1, v0, 1.0, 0.0]]).expand(3, 2, 4)
+        torch.testing.assert_close(scores[metric], expected, atol=1e-6, rtol=0, msg=metric)
+    # Induction (key: previous occurrence + 1). Probe 0: keys 1, 2, 3 at i = 3, 4, 5 (= PS).
+    # Probe 1: keys 1, 2, 4 at i = 2, 4, 5: P0 0.21, 0.42, 0.54 -> 0.39; P1 2/3, 3/5, 5/6 -> 0.7.
+    induction = scores["induction"]
+    torch.testing.assert_close(
+        induction[:2],
+        torch.tensor(
+            [[[0.42, 53 / 90, 1, 0], [53 / 90, 0.42, 1, 0]], [[0.39, 0.7, 1, 0], [0.7, 0.39, 1, 0]]]
+        ),
+        atol=1e-6,
+        rtol=0,
+    )
+    # Anti-induction (key: previous occurrence - 1, needs it >= 1). Probe 0: keys 0, 1 at
+    # i = 4, 5: P0 0.40, 0.51 -> 0.455; P1 1/5, 2/6 -> 4/15. Probe 1: keys 0, 2 at i = 4, 5:
+    # P0 0.40, 0.52 -> 0.46; P1 1/5, 3/6 -> 0.35.
+    anti = scores["anti_induction"]
+    torch.testing.assert_close(
+        anti[:2],
+        torch.tensor(
+            [
+                [[0.455, 4 / 15, 1, 0], [4 / 15, 0.455, 1, 0]],
+                [[0.46, 0.35, 1, 0], [0.35, 0.46, 1, 0]],
+            ]
+        ),
+        atol=1e-6,
+        rtol=0,
+    )
+    assert torch.isnan(induction[2]).all() and torch.isnan(anti[2]).all()
+
+
+def test_plain_probe_pattern_scores_and_prefix_matching_means():
+    model = _table_model()
+    with instrument(model, frozen_patterns=_table_patterns()):
+        plain = head_pattern_scores(model, TABLE_PROBES[:2], batch_size=1, repeated=False)
+        ps = prefix_matching_scores(model, TABLE_PROBES, batch_size=1)
+        per_sample = prefix_matching_scores_per_sample(model, TABLE_PROBES[1:], batch_size=1)
+    assert set(plain) == {"induction", "anti_induction"}
+    torch.testing.assert_close(
+        plain["induction"][1],
+        torch.tensor([[0.39, 0.7, 1, 0], [0.7, 0.39, 1, 0]]),
+        atol=1e-6,
+        rtol=0,
+    )
+    expected = torch.tensor([[0.42, 53 / 90, 1, 0], [53 / 90, 0.42, 1, 0]])
+    torch.testing.assert_close(ps, expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(per_sample, expected.expand(2, 2, 4), atol=1e-6, rtol=0)
+
+
+def test_probe_batches_check_batch_size_and_restore_training_mode():
+    model = _table_model()
+    seen = []
+    model.register_forward_pre_hook(lambda module, args: seen.append(module.training))
+    model.train()
+    with pytest.raises(ValueError, match="batch_size must be positive, got 0"):
+        head_pattern_scores(model, TABLE_PROBES, batch_size=0)
+    head_pattern_scores(model, TABLE_PROBES, batch_size=2)
+    assert seen == [False, False]  # two batches (2 + 1 probes), both in eval mode
+    assert model.training  # the caller's mode is restored
+    model.eval()
+    head_pattern_scores(model, TABLE_PROBES, batch_size=3)
+    assert not model.training and len(seen) == 3
+
+
+def test_uniform_prefix_matching_baseline_values():
+    assert uniform_prefix_matching_baseline(1) == pytest.approx(0.5)  # i = 1: 1/2
+    assert uniform_prefix_matching_baseline(2) == pytest.approx((1 / 3 + 1 / 4) / 2)
+    assert uniform_prefix_matching_baseline(3) == pytest.approx((1 / 4 + 1 / 5 + 1 / 6) / 3)
+
+
+# --------------------------------------------------------------------------- logit scores
+
+
+def test_centred_share_values():
+    boosts = torch.tensor([[1.0, 5.0, 6.0, 0.0], [2.0, 2.0, 2.0, 2.0]])
+    # Row 0: mean 3, centred and ReLU'd 0, 2, 3, 0 (total 5). Row 1: all equal -> 0.
+    torch.testing.assert_close(_centred_share(boosts, torch.tensor([1, 0])), torch.tensor([0.4, 0]))
+    torch.testing.assert_close(_centred_share(boosts, torch.tensor([2, 3])), torch.tensor([0.6, 0]))
+    torch.testing.assert_close(_centred_share(boosts, torch.tensor([3, 1])), torch.tensor([0.0, 0]))
+
+
+class _Unembed(nn.Module):
+    """The two things ``_logit_batch_scores`` reads from a model: W_U and the final norm."""
+
+    def __init__(self, norm: nn.Module):
+        super().__init__()
+        self.lm_head = nn.Linear(3, 5, bias=False)
+        self.ln_f = norm
+        with torch.no_grad():  # u_0, u_1, u_2 one-hot; u_3, u_4 never in a probe
+            self.lm_head.weight.copy_(
+                torch.tensor([[1.0, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1], [2, 0, 1]])
+            )
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+
+def _logit_cache() -> tuple[torch.Tensor, dict[str, torch.Tensor], list[torch.Tensor]]:
+    """Probe 0 1 2 0 1 2 (L = 3; targets 1, 2, 0, in-sample slots 1, 2, 0), two layers of two
+    heads with dh = d = 3. Layer 0: W_O = I, so the boosts of the in-sample tokens are z itself.
+    Layer 1: W_O = 2 I and z, patterns of layer 0 with the heads swapped."""
+    batch = torch.tensor([[0, 1, 2, 0, 1, 2]])
+    z = torch.zeros(1, 6, 2, 3)
+    z[0, :3] = torch.tensor([9.0, 0, 0])  # first-half queries: never read
+    z[0, 3:, 0] = torch.tensor([[0.0, 3, 3], [6, 0, 3], [4, 1, 1]])  # head 0, queries 3, 4, 5
+    z[0, 3:, 1] = torch.tensor([[0.0, 0, 3], [0, 0, 3], [1, 2, 6]])  # head 1
+    pattern = torch.zeros(1, 2, 6, 6)
+    pattern[0, :, :3, 5] = 1.0  # first-half queries (not read) attend to key 5
+    for query, (k0, k1) in zip((3, 4, 5), ((0, 2), (3, 4), (4, 5)), strict=True):
+        pattern[0, 0, query, k0] = 1.0  # head 0 attends slots 0, 0, 1
+        pattern[0, 1, query, k1] = 1.0  # head 1 attends slots 2, 1, 2
+    cache = {
+        hook_name(0, "hook_z"): z,
+        hook_name(0, "hook_pattern"): pattern,
+        hook_name(1, "hook_z"): z.flip(2),
+        hook_name(1, "hook_pattern"): pattern.flip(1),
+        "ln_final.hook_scale": torch.tensor([7.0, 7, 7, 2, 4, 0.5]).reshape(1, 6, 1),
+    }
+    eye = torch.eye(3).expand(2, 3, 3)
+    return batch, cache, [eye, 2 * eye]
+
+
+def test_logit_scores_with_layernorm_gain():
+    norm = nn.LayerNorm(3)
+    with torch.no_grad():
+        norm.weight.copy_(torch.tensor([2.0, 1.0, 3.0]))
+    batch, cache, w_o = _logit_cache()
+    scores = _logit_batch_scores(_Unembed(norm), batch, cache, w_o, 3)
+    # Logit attribution (target slots 1, 2, 0). Head 0: centred boosts 0 1 1 | 3 0 0 | 2 0 0
+    # -> shares 1/2, 0, 1 -> 1/2. Head 1: 0 0 2 | 0 0 2 | 0 0 3 -> 0, 1, 0 -> 1/3.
+    torch.testing.assert_close(
+        scores["logit_attribution"], torch.tensor([[[0.5, 1 / 3], [1 / 3, 0.5]]])
+    )
+    # Attended slots: head 0 -> 0, 0, 1: shares 0, 1, 0 -> 1/3; head 1 -> 2, 1, 2: 1, 0, 1.
+    torch.testing.assert_close(
+        scores["attended_logit_share"], torch.tensor([[[1 / 3, 2 / 3], [2 / 3, 1 / 3]]])
+    )
+    # DLA: u_target = gamma * u_t, centred: t=1 -> (-1/3, 2/3, -1/3), t=2 -> (-1, -1, 2),
+    # t=0 -> (4/3, -2/3, -2/3); divided by the scales 2, 4, 0.5.
+    # Head 0: 1/2, 0/4, 4/0.5 -> 17/6. Head 1: -1/2, 6/4, -4/0.5 -> -7/3. Layer 1: twice, swapped.
+    torch.testing.assert_close(
+        scores["direct_logit_attribution"], torch.tensor([[[17 / 6, -7 / 3], [-14 / 3, 17 / 3]]])
+    )
+
+
+def test_direct_logit_attribution_without_centring_or_gain():
+    batch, cache, w_o = _logit_cache()
+    rms = nn.RMSNorm(3)  # not centring
+    with torch.no_grad():
+        rms.weight.copy_(torch.tensor([2.0, 1.0, 3.0]))
+    dla = _logit_batch_scores(_Unembed(rms), batch, cache, w_o, 3)["direct_logit_attribution"]
+    # u_target = gamma * u_t: (0, 1, 0), (0, 0, 3), (2, 0, 0). Head 0: 3/2, 9/4, 8/0.5 -> 79/12.
+    # Head 1: 0/2, 9/4, 2/0.5 -> 25/12.
+    torch.testing.assert_close(dla, torch.tensor([[[79 / 12, 25 / 12], [50 / 12, 158 / 12]]]))
+    plain = nn.LayerNorm(3, elementwise_affine=False)  # centring, no gain
+    dla = _logit_batch_scores(_Unembed(plain), batch, cache, w_o, 3)["direct_logit_attribution"]
+    # Centred one-hots. Head 0: 1/2, 0/4, 2/0.5 -> 3/2. Head 1: -1/2, 2/4, -2/0.5 -> -4/3.
+    torch.testing.assert_close(dla, torch.tensor([[[1.5, -4 / 3], [-8 / 3, 3.0]]]))
+
+
+# --------------------------------------------------------------------------- model scores
+
+
+def test_model_batch_scores_recall_rank_and_loss_drop():
+    batch = torch.tensor([[0, 1, 2, 0, 1, 2]])  # L = 3; second-half targets 1, 2, 0
+    logits = torch.zeros(1, 6, 4)
+    logits[0, 2] = torch.tensor([0.0, 0, 0, 9])  # predicts x_3 (not in either loss half)
+    logits[0, 3] = torch.tensor([0.0, 5, 1, 2])  # target 1 ranks first
+    logits[0, 4] = torch.tensor([3.0, 1, 2, 0])  # target 2: one token above
+    logits[0, 5] = torch.tensor([1.0, 1, 0, 4])  # target 0: one above, a tie is not above
+    scores = _model_batch_scores(batch, logits, 3)
+    torch.testing.assert_close(scores["associative_recall"], torch.tensor([1 / 3]))
+    torch.testing.assert_close(scores["associative_recall_mean_rank"], torch.tensor([2 / 3]))
+    # First-half targets x_1, x_2 from zero logits: log 4 each. Second-half targets x_4, x_5.
+    second = (
+        math.log(1 + math.exp(5) + math.exp(1) + math.exp(2)) - 5
+        + math.log(math.exp(3) + math.exp(1) + math.exp(2) + 1) - 2
+    ) / 2  # fmt: skip
+    torch.testing.assert_close(
+        scores["repeated_loss_drop"], torch.tensor([math.log(4) - second]), atol=1e-6, rtol=0
+    )
+
+
+def test_associative_recall_matches_the_repeated_probe_scores():
+    model = build_model("attn-only-2l-d64", 12, 8, seed=3).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(30.0)  # spread the logits
+    probes = make_probe_set(uniform_token_pool(12), 5, 4, 1, "uniform").tokens
+    full = repeated_probe_scores(model, probes, batch_size=5)
+    recall = associative_recall(model, probes, batch_size=2)
+    assert recall["accuracy"] == pytest.approx(float(full["associative_recall"].mean()))
+    assert recall["mean_rank"] == pytest.approx(float(full["associative_recall_mean_rank"].mean()))
+    assert recall["mean_rank"] > 0.5  # a random model: the check above is not 0 == 0
+    with pytest.raises(ValueError, match="even length"):
+        associative_recall(model, probes[:, :-1])
+
+
+def test_associative_recall_of_the_handset_induction_model(handset_model, handset_probes):
+    recall = associative_recall(handset_model, handset_probes.tokens[:3], batch_size=2)
+    assert recall == {"accuracy": 1.0, "mean_rank": 0.0}
+    with instrument(handset_model, ablate={1: [0]}):  # no induction head: the noise decides
+        ablated = associative_recall(handset_model, handset_probes.tokens[:3], batch_size=2)
+    assert ablated["accuracy"] < 0.5 and ablated["mean_rank"] > 1.0
+
+
+class _LogitTable(nn.Module):
+    """A 'model' whose next-token log-probabilities depend on the current token only."""
+
+    def __init__(self):
+        super().__init__()
+        probs = torch.tensor([[0.5, 0.25, 0.25], [0.1, 0.8, 0.1], [1 / 3, 1 / 3, 1 / 3]])
+        self.table = nn.Embedding(3, 3)
+        with torch.no_grad():
+            self.table.weight.copy_(probs.log())
+        self.modes: list[bool] = []
+
+    def forward(self, x):
+        self.modes.append(self.training)
+        return SimpleNamespace(logits=self.table(x))
+
+
+def test_loss_by_position_exact_losses_and_mode():
+    model = _LogitTable()
+    model.train()
+    sequences = np.array([[0, 1, 2, 0], [1, 1, 1, 1], [2, 0, 0, 2]])
+    losses = loss_by_position(model, sequences, batch_size=2)
+    third = -math.log(1 / 3)
+    expected = torch.tensor(
+        [
+            [-math.log(0.25), -math.log(0.1), third],
+            [-math.log(0.8)] * 3,
+            [third, -math.log(0.5), -math.log(0.25)],
+        ]
+    )
+    torch.testing.assert_close(losses, expected)
+    assert model.modes == [False, False] and model.training
+
+
+def test_icl_positions_and_score():
+    assert icl_positions(32) == (4, 30)
+    assert icl_positions(100) == (9, 97)  # round(9.77) - 1, round(97.66) - 1
+    assert icl_positions(1024) == (99, 999)
+    assert icl_positions(200) == (19, 194)  # round(19.53) - 1 (/ 513 would give 18)
+    with pytest.raises(ValueError, match="needs C >= 32, got 31"):
+        icl_positions(31)
+    losses = torch.arange(64.0).reshape(2, 32) ** 2  # row r, position t: (32 r + t)^2
+    torch.testing.assert_close(icl_score(losses), torch.tensor([30.0**2 - 4**2, 62.0**2 - 36**2]))
+
+
+def test_best_head_samples_skip_early_layers_and_nan():
+    nan = float("nan")
+    samples = torch.tensor(
+        [
+            [[5.0, 0.0], [0.3, nan]],
+            [[5.0, 0.0], [0.3, 0.1]],
+            [[5.0, 0.0], [0.3, 0.1]],
+        ]
+    )  # (n=3, layers=2, heads=2); layer 0 head 0 is best but is skipped by min_layer = 1
+    torch.testing.assert_close(best_head_samples(samples), torch.tensor([0.3, 0.3, 0.3]))
+    torch.testing.assert_close(best_head_samples(samples, 0), torch.tensor([5.0, 5.0, 5.0]))
+    # Layer 1 head 1 now has the best nanmean (0.4 over its finite samples).
+    samples[1:, 1, 1] = torch.tensor([0.5, 0.3])
+    picked = best_head_samples(samples)
+    assert math.isnan(picked[0]) and picked[1:].tolist() == pytest.approx([0.5, 0.3])
+    # No layer >= min_layer: every layer counts.
+    torch.testing.assert_close(best_head_samples(samples, 2), torch.tensor([5.0, 5.0, 5.0]))
+    one_layer = torch.tensor([[[1.0, 2.0]], [[1.0, 4.0]]])  # (2, 1, 2)
+    torch.testing.assert_close(best_head_samples(one_layer), torch.tensor([2.0, 4.0]))
+
+
+def test_top_fraction_share_and_top_heads():
+    scores = torch.tensor([[-1.0, 2.0], [1.0, 1.0]])  # clamped to 0, 2, 1, 1 (total 4)
+    assert top_fraction_share(scores, 0.5) == pytest.approx(0.75)  # top 2: 2 + 1
+    assert top_fraction_share(scores, 0.3) == pytest.approx(0.75)  # ceil(1.2) = 2
+    assert top_fraction_share(scores, 0.25) == pytest.approx(0.5)  # top 1
+    assert top_fraction_share(scores, 0.0) == pytest.approx(0.5)  # at least one
+    assert math.isnan(top_fraction_share(torch.tensor([-1.0, 0.0])))
+    heads = torch.tensor([[0.1, 0.9, 0.3], [0.8, 0.2, 0.7]])
+    assert top_heads(heads, 0.34) == [(0, 1), (1, 0), (1, 2)]  # ceil(2.04) = 3
+    assert top_heads(heads, 0.0) == [(0, 1)]
+    assert top_heads(heads) == [(0, 1)]  # default 2%: ceil(0.12) = 1 head
+    assert top_fraction_share(scores) == pytest.approx(0.5)  # default 2%: one entry
+    assert top_heads(heads, 0.5, per_layer=True) == [(0, 1), (0, 2), (1, 0), (1, 2)]
+    assert top_heads(heads, 0.0, per_layer=True) == [(0, 1), (1, 0)]
+
+
+def test_loss_positions_and_mean_sd():
+    assert _loss_positions(32) == [0, 1, 2, 3, 4, 5, 7, 9, 12, 15, 19, 24, 31]
+    assert _loss_positions(10, 4) == [0, 1, 4, 9]  # geomspace 1, 2.15, 4.64, 10
+    mean, sd = _mean_sd(torch.tensor([1.0, 2.0, float("nan"), float("inf"), 3.0]))
+    assert (mean, sd) == (pytest.approx(2.0), pytest.approx(1.0))  # finite values, ddof = 1
+    assert _mean_sd(torch.tensor([4.0])) == (4.0, 0.0)
+    assert _mean_sd(torch.tensor([1.0, 3.0])) == (2.0, pytest.approx(math.sqrt(2)))
+    assert all(math.isnan(x) for x in _mean_sd(torch.tensor([float("nan")])))
+
+
+# --------------------------------------------------------------------------- OV copying
+
+
+def test_ov_copying_scores_of_hand_set_circuits():
+    """2 x 2 circuits W_O R W_V (R = W_U^T W_E) with eigenvalues worked out by hand."""
+    model = build_model(
+        {"family": "attention_only", "n_layer": 2, "n_head": 2, "d_model": 2, "d_head": 2},
+        vocab_size=3,
+        n_positions=4,
+        seed=0,
+    )
+    with torch.no_grad():
+        model.wte.weight.copy_(torch.tensor([[1.0, 0], [0, 1], [1, 1]]))  # W_E (V, d)
+        model.lm_head.weight.copy_(torch.tensor([[1.0, 0], [0, 1], [1, 0]]))  # W_U (V, d)
+        # R = W_U^T W_E = [[2, 1], [0, 1]] (not symmetric, so W_E^T W_U would differ).
+        a0, a1 = model.blocks[0].attn, model.blocks[1].attn
+        for attn in (a0, a1):
+            attn.v_proj.weight.copy_(torch.tensor([[1.0, 0], [0, 1], [1, 0], [0, 1]]))  # W_V = I
+        # Layer 0 head 0: W_O = [[1, 2], [0, -1]] -> W_O R = [[2, 3], [0, -1]], eigenvalues
+        # 2 and -1: (2 - 1) / 3. Head 1: W_O = [[0, -1], [1, 0]] -> W_O R = [[0, -1], [2, 1]],
+        # trace 1, det 2: (1 +- i sqrt 7) / 2, |lambda| = sqrt 2: 1 / (2 sqrt 2).
+        w_o0 = torch.tensor([[1.0, 2], [0, -1]])
+        w_o1 = torch.tensor([[0.0, -1], [1, 0]])
+        a0.o_proj.weight.copy_(torch.cat([w_o0.T, w_o1.T], dim=1))  # (d, H dh) = W_O^T
+        # Layer 1 head 0: W_O = -I -> eigenvalues -2, -1: -1. Head 1 writes nothing: 0.
+        a1.o_proj.weight.copy_(torch.cat([-torch.eye(2), torch.zeros(2, 2)], dim=1))
+    expected = torch.tensor([[1 / 3, 1 / (2 * math.sqrt(2))], [-1.0, 0.0]])
+    torch.testing.assert_close(ov_copying_scores(model), expected, atol=1e-6, rtol=0)
+
+
+# --------------------------------------------------------------------------- score_checkpoint
+
+W = (0.2, 0.4, 0.6, 0.8)  # layer 1 head 0's prefix-matching weight in probes 0..3
+
+
+def _checkpoint_patterns(seq: int = 8) -> dict[int, torch.Tensor]:
+    """Frozen (4, 4, 8, 8) patterns for L = 4. Layer 0: uniform over the causal window.
+    Layer 1: head 0 puts W[b] on key i - 3 and 1 - W[b] on key 0 at second-half queries
+    i = 4..7; head 1 puts 0.9 on key i - 3 (0.1 on key 0) at even offsets i = 4, 6 only;
+    heads 2, 3 (and every other query) attend to key 0."""
+    causal = torch.ones(seq, seq).tril()
+    layer0 = (causal / causal.sum(-1, keepdim=True)).expand(4, 4, seq, seq).clone()
+    layer1 = torch.zeros(4, 4, seq, seq)
+    layer1[..., 0] = 1.0
+    for b, w in enumerate(W):
+        for i in range(4, seq):
+            layer1[b, 0, i, 0], layer1[b, 0, i, i - 3] = 1 - w, w
+            if (i - 4) % 2 == 0:
+                layer1[b, 1, i, 0], layer1[b, 1, i, i - 3] = 0.1, 0.9
+    return {0: layer0, 1: layer1}
+
+
+def test_score_checkpoint_rows_on_frozen_patterns():
+    model = build_model("attn-only-2l-d64", 20, 8, seed=0).eval()
+    probe_set = make_probe_set(uniform_token_pool(20, exclude=(0,)), 4, 4, 0, "uniform")
+    with instrument(model, frozen_patterns=_checkpoint_patterns()):
+        head_rows, model_rows, samples = score_checkpoint(
+            model, probe_set, None, batch_size=4, top_fraction=0.25, run_name="run",
+            step=7, tokens_seen=896.0,
+        )  # fmt: skip
+        reference = repeated_probe_scores(model, probe_set.tokens, batch_size=4)
+    rows = {(r["metric"], r["layer"], r["head"]): r for r in head_rows}
+    assert len(head_rows) == len(rows)  # one row per (metric, layer, head)
+    b = (1 / 5 + 1 / 6 + 1 / 7 + 1 / 8) / 4  # the uniform head's PS, queries 4..7
+    sd_w = math.sqrt(((0.3**2) * 2 + (0.1**2) * 2) / 3)  # sd of W, ddof = 1
+    expected = {
+        ("prefix_matching", 0, 2): (b, 0.0),
+        ("prefix_matching_even", 0, 0): ((1 / 5 + 1 / 7) / 2, 0.0),
+        ("prefix_matching_odd", 0, 3): ((1 / 6 + 1 / 8) / 2, 0.0),
+        ("previous_token", 0, 1): (b, 0.0),
+        ("anti_induction", 0, 0): ((1 / 6 + 1 / 7 + 1 / 8) / 3, 0.0),
+        ("prefix_matching", 1, 0): (0.5, sd_w),
+        ("prefix_matching_even", 1, 0): (0.5, sd_w),
+        ("induction", 1, 0): (0.5, sd_w),
+        ("anti_induction", 1, 0): (0.5 / 3, sd_w / 3),  # (1 - W) / 3: key 0 at i = 5 only
+        ("previous_token", 1, 0): (0.0, 0.0),
+        ("prefix_matching", 1, 1): (0.45, 0.0),
+        ("prefix_matching_even", 1, 1): (0.9, 0.0),
+        ("prefix_matching_odd", 1, 1): (0.0, 0.0),
+        ("anti_induction", 1, 3): (1 / 3, 0.0),
+    }
+    for key, (value, sd) in expected.items():
+        row = rows[key]
+        assert row["value"] == pytest.approx(value, abs=1e-6), key
+        assert row["sd"] == pytest.approx(sd, abs=1e-6), key
+        assert (row["run_name"], row["step"], row["tokens_seen"]) == ("run", 7, 896.0)
+        assert row["probe_source"] == "uniform"
+    copying = ov_copying_scores(model)
+    for layer in range(2):
+        for head in range(4):
+            row = rows[("copying", layer, head)]
+            assert row["value"] == pytest.approx(float(copying[layer, head]))
+            assert math.isnan(row["sd"]) and row["probe_source"] == "weights"
+            assert row["run_name"] == "run"
+    # The logit scores of every head are there too, with the per-sample sd.
+    for metric in ("logit_attribution", "direct_logit_attribution", "attended_logit_share"):
+        values = reference[metric][:, 1, 2].double()
+        assert rows[(metric, 1, 2)]["value"] == pytest.approx(float(values.mean()), abs=1e-6)
+        assert rows[(metric, 1, 2)]["sd"] == pytest.approx(float(values.std()), abs=1e-6)
+
+    model_values = {r["metric"]: r for r in model_rows}
+    assert all(r["run_name"] == "run" and r["step"] == 7 for r in model_rows)
+    assert model_values["prefix_matching_max"]["value"] == pytest.approx(0.5, abs=1e-6)
+    assert model_values["prefix_matching_max"]["sd"] == pytest.approx(sd_w, abs=1e-6)
+    assert model_values["prefix_matching_by_parity_max"]["value"] == pytest.approx(0.9, abs=1e-6)
+    assert model_values["prefix_matching_by_parity_max"]["sd"] == pytest.approx(0.0, abs=1e-6)
+    # Induction means: 4 heads at b in layer 0; 0.5, 0.45, 0, 0 in layer 1. Top 25%: 2 heads.
+    share = model_values["induction_top25pct_share"]
+    assert share["value"] == pytest.approx(0.95 / (4 * b + 0.95), abs=1e-6)
+    assert math.isnan(share["sd"]) and share["probe_source"] == "uniform"
+    assert model_values["induction_top25pct_share_layer0"]["value"] == pytest.approx(0.25)
+    assert model_values["induction_top25pct_share_layer1"]["value"] == pytest.approx(0.5 / 0.95)
+    for metric in ("associative_recall", "associative_recall_mean_rank", "repeated_loss_drop"):
+        values = reference[metric].double()
+        assert model_values[metric]["value"] == pytest.approx(float(values.mean()), abs=1e-6)
+        assert model_values[metric]["sd"] == pytest.approx(float(values.std()), abs=1e-6)
+        assert model_values[metric]["probe_source"] == "uniform"
+    assert not any(m.startswith(("icl", "validation", "loss_pos")) for m in model_values)
+    assert set(samples) == {
+        "prefix_matching", "prefix_matching_by_parity", "associative_recall", "repeated_loss_drop",
+    }  # fmt: skip
+    assert all(a.dtype == np.float32 for a in samples.values())
+    np.testing.assert_allclose(samples["prefix_matching"][:, 1, 0], W, atol=1e-6)
+    np.testing.assert_allclose(samples["prefix_matching"][:, 0, 3], b, atol=1e-6)
+    by_parity = samples["prefix_matching_by_parity"]  # (4, 2, 8): even heads, then odd heads
+    np.testing.assert_allclose(by_parity[:, 1, 1], 0.9, atol=1e-6)
+    np.testing.assert_allclose(by_parity[:, 1, 5], 0.0, atol=1e-6)
+    np.testing.assert_allclose(by_parity[:, 0, 4], (1 / 6 + 1 / 8) / 2, atol=1e-6)
+    np.testing.assert_allclose(samples["associative_recall"], reference["associative_recall"])
+    np.testing.assert_allclose(samples["repeated_loss_drop"], reference["repeated_loss_drop"])
+
+
+def test_score_checkpoint_snippet_variants_rows():
+    model = build_model("attn-only-2l-d64", 20, 16, seed=0).eval()
+    probe_set = make_probe_set(uniform_token_pool(20, exclude=(0,)), 3, 4, 0, "frequent", 0)
+    head_rows, _, _ = score_checkpoint(model, probe_set, None, batch_size=3, step=2)
+    rows = {(r["metric"], r["layer"], r["head"]): r for r in head_rows}
+    for variant, tokens in probe_set.variants.items():
+        scores = head_pattern_scores(model, tokens, batch_size=3, repeated=False)
+        for metric in ("induction", "anti_induction"):
+            row = rows[(f"{metric}_{variant}", 1, 3)]
+            assert row["value"] == pytest.approx(float(scores[metric][:, 1, 3].mean()), abs=1e-6)
+            assert row["probe_source"] == "frequent" and row["step"] == 2
+
+
+def test_score_checkpoint_validation_rows():
+    model = build_model("attn-only-2l-d64", 20, 32, seed=0).eval()
+    probe_set = make_probe_set(uniform_token_pool(20), 2, 4, 0, "uniform")
+    validation = np.random.default_rng(1).integers(0, 20, (3, 33))  # C = 32
+    _, model_rows, _ = score_checkpoint(model, probe_set, validation, batch_size=8)
+    rows = {r["metric"]: r for r in model_rows}
+    losses = loss_by_position(model, validation).double()  # (3, 32)
+    icl = losses[:, 30] - losses[:, 4]
+    assert rows["icl_score"]["value"] == pytest.approx(float(icl.mean()), abs=1e-5)
+    assert rows["icl_score"]["sd"] == pytest.approx(float(icl.std()), abs=1e-5)
+    assert rows["icl_score"]["probe_source"] == "validation"
+    assert rows["validation_loss"]["value"] == pytest.approx(float(losses.mean()), abs=1e-5)
+    assert rows["validation_loss"]["sd"] == pytest.approx(float(losses.mean(1).std()), abs=1e-5)
+    positions = [m for m in rows if m.startswith("loss_pos_")]
+    assert positions == [f"loss_pos_{p:05d}" for p in (1, 2, 3, 4, 5, 6, 8, 10, 13, 16, 20, 25, 32)]
+    assert rows["loss_pos_00008"]["value"] == pytest.approx(float(losses[:, 7].mean()), abs=1e-5)
+    assert rows["loss_pos_00008"]["probe_source"] == "validation"
+    # An empty validation set adds nothing.
+    _, empty_rows, _ = score_checkpoint(model, probe_set, validation[:0], batch_size=8)
+    assert not any(r["metric"] == "validation_loss" for r in empty_rows)
+
+
+def test_score_checkpoint_skips_validation_outside_the_vocabulary(caplog):
+    model = build_model("attn-only-2l-d64", 20, 32, seed=0).eval()
+    probe_set = ProbeSet(
+        tokens=make_probe_set(uniform_token_pool(20), 2, 4, 0, "uniform").tokens,
+        source="uniform",
+        seed=0,
+        length=4,
+    )
+    validation = np.full((2, 33), 5)
+    validation[1, 7] = 20  # one id equal to the vocabulary size: outside
+    with caplog.at_level(logging.WARNING, logger="ih_kedro.science.telemetry.scores"):
+        _, rows, _ = score_checkpoint(model, probe_set, validation, batch_size=2)
+    assert "validation tokens exceed the model's vocabulary" in caplog.text
+    assert not any(r["metric"] in ("icl_score", "validation_loss") for r in rows)
+    validation[1, 7] = 19  # the largest id is inside
+    _, rows, _ = score_checkpoint(model, probe_set, validation, batch_size=2)
+    assert any(r["metric"] == "validation_loss" for r in rows)
+
+
+def test_prefix_matching_max_skips_layer_0_by_default():
+    """Layer 0 holds the best PS head (all-ones pattern, PS 1); by default only layers >= 1
+    count, where the best head is P1 (PS 53/90)."""
+    model = _table_model()
+    patterns = _table_patterns()
+    patterns[1][:, 2] = 0.0  # layer 1's all-ones head now attends nowhere
+    probe_set = ProbeSet(tokens=TABLE_PROBES[:1], source="uniform", seed=0, length=3)
+    with instrument(model, frozen_patterns=patterns):
+        _, rows, _ = score_checkpoint(model, probe_set, None, batch_size=1)
+        _, all_layers, _ = score_checkpoint(model, probe_set, None, batch_size=1, min_layer=0)
+    value = {r["metric"]: r["value"] for r in rows}
+    assert value["prefix_matching_max"] == pytest.approx(53 / 90, abs=1e-6)
+    assert value["prefix_matching_by_parity_max"] == pytest.approx(3 / 5, abs=1e-6)  # P1 odd
+    value = {r["metric"]: r["value"] for r in all_layers}
+    assert value["prefix_matching_max"] == pytest.approx(1.0, abs=1e-6)
