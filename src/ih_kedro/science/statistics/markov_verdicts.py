@@ -30,16 +30,20 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
+
+# One reading of the emergence table's status, shared with the pareto frontier.
+from ih_kedro.science.statistics.pareto_frontier import (  # noqa: F401 - re-exported
+    FORMED_STATUSES,
+    NOT_FORMED_STATUSES,
+    emergence_status,
+)
 
 SUPPORTED = "supported"
 CONTRADICTED = "contradicted"
 UNDECIDABLE = "not decidable at this budget"
 VERDICTS = (SUPPORTED, CONTRADICTED, UNDECIDABLE)
 
-FORMED_STATUSES = frozenset({"emerged", "left_censored"})
-NOT_FORMED_STATUSES = frozenset({"censored"})
 
 CLAIMS = {
     "ld_necessary": "local dependency is necessary for induction heads to form",
@@ -72,19 +76,6 @@ CONDITION_COLUMNS = [
     "seed_statuses",
     "budget_steps",
 ]
-
-
-def emergence_status(table: pd.DataFrame) -> pd.Series:
-    """Each emergence row's status: the ``status`` column when present, else derived from
-    ``censored`` (``censored``) and ``step`` (finite: ``emerged``; else ``fit_failed``)."""
-    if "status" in table.columns:
-        return table["status"].astype(str)
-    censored = table["censored"].astype(bool)
-    finite = pd.to_numeric(table["step"], errors="coerce").notna()
-    return pd.Series(
-        np.where(censored, "censored", np.where(finite, "emerged", "fit_failed")),
-        index=table.index,
-    )
 
 
 def _formed(statuses: list[str]) -> str:

@@ -62,7 +62,7 @@ def emergence_status(table: pd.DataFrame) -> pd.Series:
     if "status" in table.columns:
         return table["status"].astype(str)
     censored = table["censored"].astype(bool)
-    finite = np.isfinite(table["step"].astype(float))
+    finite = np.isfinite(pd.to_numeric(table["step"], errors="coerce").astype(float))
     status = np.where(censored, "censored", np.where(finite, "emerged", "fit_failed"))
     return pd.Series(status, index=table.index, name="status")
 
