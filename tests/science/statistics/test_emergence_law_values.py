@@ -598,3 +598,33 @@ def test_summary_values_are_plain_json_scalars():
     assert _clean(np.float32(0.5)) == 0.5 and type(_clean(np.float32(0.5))) is float
     assert _clean(np.inf) is None and _clean(-math.inf) is None and _clean(math.nan) is None
     assert _clean("tobit") == "tobit"
+
+
+def test_a_summary_dict_predicts_like_the_fit_and_keeps_its_constants():
+    """A fit on one context length stores log C as a constant: predictions from the summary
+    dict (as the CLI reads it) equal the fit's at that C and are NaN at any other C."""
+    table = law_table(n_seeds=2)
+    single_c = table[table["context_length"] == 64].reset_index(drop=True)
+    fit = fit_emergence_law(single_c, leave_one_out=False)
+    summary = fit_summary_dict(fit)
+    assert summary["model"]["constants"] == {"log_context_length": pytest.approx(math.log(64))}
+    from_fit = predict_emergence(fit, [32, 128], [64, 64], level=0.9)
+    from_dict = predict_emergence(summary, [32, 128], [64, 64], level=0.9)
+    pd.testing.assert_frame_equal(from_dict, from_fit)
+    elsewhere = predict_emergence(summary, [32, 128], [32, 128])
+    assert elsewhere["step"].isna().all() and elsewhere["step_high"].isna().all()
+
+
+def test_a_summary_dict_without_residual_dof_uses_the_normal_quantile():
+    fit = fit_emergence_law(law_table(n_seeds=2), leave_one_out=False)
+    summary = fit_summary_dict(fit)
+    summary["model"]["df_resid"] = None  # as a Tobit fit writes it
+    del summary["model"]["constants"]  # a summary written before constants were recorded
+    pred = predict_emergence(summary, [64], [64], level=0.9)
+    half_width = math.log(pred["step_high"].iloc[0]) - math.log(pred["step"].iloc[0])
+    assert half_width == pytest.approx(stats.norm.ppf(0.95) * pred["log_se"].iloc[0], rel=1e-9)
+    with pytest.raises(
+        ValueError,
+        match=r"^fit: a summary dict needs the 'model' block written by fit_summary_dict$",
+    ):
+        predict_emergence({k: v for k, v in summary.items() if k != "model"}, [64], [64])
