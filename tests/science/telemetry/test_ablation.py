@@ -19,7 +19,8 @@ def test_ablating_the_induction_head_drops_recall_to_chance(handset_model, hands
     probes = handset_probes.tokens
     assert _ar(handset_model, probes) == 1.0
     for mode in ("zero", "mean", "pattern_preserving"):
-        with ablate_heads(handset_model, [(1, 0)], mode=mode, mean_source=probes):
+        source = None if mode == "zero" else probes  # zero ablation takes no means
+        with ablate_heads(handset_model, [(1, 0)], mode=mode, mean_source=source):
             assert _ar(handset_model, probes) < CHANCE, mode
     assert _ar(handset_model, probes) == 1.0  # restored
 

@@ -88,6 +88,8 @@ def ablate_heads(
     for layer, hs in grouped.items():
         if not 0 <= layer < n_layers or any(not 0 <= h < n_heads for h in hs):
             raise ValueError(f"heads: ({layer}, {hs}) outside {n_layers} layers x {n_heads} heads")
+    if mode == "zero" and mean_source is not None:
+        raise ValueError("mean_source: mode='zero' zeroes the heads; use mode='mean' for means")
     means = None
     if isinstance(mean_source, torch.Tensor):
         means = mean_z(model, mean_source)
