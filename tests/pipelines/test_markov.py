@@ -23,6 +23,7 @@ from kedro.framework.startup import bootstrap_project
 
 from ih_kedro.pipelines.markov.pipeline import EXPERIMENT
 from ih_kedro.science.markov_process import MarkovProcess
+from ih_kedro.science.tokenization import read_packed_tokens
 from tests.micro_project import (
     SEQUENTIAL_EXECUTOR,
     base_parameters,
@@ -57,6 +58,7 @@ def _micro_params(project: Path) -> dict:
         "data_engineering": micro_data_engineering(project),
         EXPERIMENT: {
             **markov,
+            "vocabulary": {"compact": True, "size": 16},
             "design": {**markov["design"], "vocab_size": 16, "processes": PROCESSES},
             "training": deep_merge(
                 {**markov["training"], "data_variants": cells},
@@ -116,11 +118,14 @@ def test_markov_kedro_run_end_to_end(tmp_path: Path) -> None:
     designed = processes["LD_CAT_zipf"].properties
     assert designed["entropy_ratio"] == pytest.approx(0.5, abs=0.03)
     assert designed["within_similarity"] == pytest.approx(0.5, abs=0.05)
-    # every process emits the same 16 most frequent training tokens
-    assert len(set(processes["LD_CAT_zipf"].token_ids.tolist())) == 16
-    np.testing.assert_array_equal(
-        processes["LD_CAT_zipf"].token_ids, processes["noLD_zipf"].token_ids
-    )
+    # every process emits the same 16 most frequent training tokens: compact ids 0..15
+    for process in processes.values():
+        np.testing.assert_array_equal(process.token_ids, np.arange(16))
+    # ... and the models' vocabulary is those 16 + the other id + EOS
+    streams = read_packed_tokens(data / "05_model_input" / EXPERIMENT / "train_tokens")
+    assert streams.vocab_size == 18 and streams.non_content_token_ids == (17, 16)
+    configs = list((data / "06_models").rglob("config.json"))
+    assert configs and {json.loads(c.read_text())["vocab_size"] for c in configs} == {18}
 
     manifest = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "sweep_manifest.parquet")
     assert len(manifest) == 4 and (manifest["steps_trained"] == 12).all()

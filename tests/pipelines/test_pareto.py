@@ -196,6 +196,7 @@ def _micro_overrides(project: Path) -> dict:
         "data_engineering": micro_data_engineering(project),
         EXPERIMENT: {
             **pareto,
+            "vocabulary": {"compact": True, "size": 41},
             "semi_natural": {**pareto["semi_natural"], "n_types": 40},
             "training": training,
             "telemetry": telemetry,
@@ -218,6 +219,11 @@ def test_pareto_kedro_run_end_to_end(micro_project: Path) -> None:
 
     model = BigramModel.load(data / "05_model_input" / EXPERIMENT / "bigram_model.npz")
     assert model.n_states == 41 and model.other_bucket
+    # In the compact vocabulary the 40 types + the other bucket's token are ids 0..40, every
+    # rarer type is id 41 (pooled into the other bucket), EOS 42: the models' 43 logits.
+    np.testing.assert_array_equal(model.token_ids, np.arange(41))
+    configs = list((data / "06_models").rglob("config.json"))
+    assert configs and {json.loads(c.read_text())["vocab_size"] for c in configs} == {43}
     variant_data = json.loads(
         (data / "05_model_input" / EXPERIMENT / "variant_data.json").read_text()
     )

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +41,24 @@ VARIANT = "markov"
 
 
 def state_token_ids(
-    tokens: np.ndarray, vocab_size: int, n_states: int, eos_token_id: int | None = None
+    tokens: np.ndarray,
+    vocab_size: int,
+    n_states: int,
+    eos_token_id: int | None = None,
+    *,
+    exclude: Iterable[int] = (),
 ) -> np.ndarray:
     """Token id of each of ``n_states`` states: the most frequent training tokens, in order.
 
-    State 0 (the most probable state of a Zipf marginal) emits the most frequent token. Raises
-    when the stream has fewer than ``n_states`` distinct tokens (EOS excluded).
+    State 0 (the most probable state of a Zipf marginal) emits the most frequent token. Ids in
+    ``exclude`` (e.g. a compact vocabulary's other id) are never states. Raises when the stream
+    has fewer than ``n_states`` distinct tokens (EOS and ``exclude`` left out).
     """
     from ih_kedro.science.telemetry.probes import frequent_token_pool
 
-    exclude = () if eos_token_id is None else (int(eos_token_id),)
+    exclude = tuple(int(e) for e in exclude) + (
+        () if eos_token_id is None else (int(eos_token_id),)
+    )
     pool = frequent_token_pool(np.asarray(tokens), int(vocab_size), int(n_states), exclude)
     if pool.shape[0] < n_states:
         raise ValueError(

@@ -28,6 +28,15 @@ class PackedTokens:
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
 
+    @property
+    def non_content_token_ids(self) -> tuple[int, ...]:
+        """Ids that are never probe tokens, process states or bigram types of their own: EOS
+        and, in a compact vocabulary (:mod:`ih_kedro.science.vocabulary`), the id that stands
+        for every token type outside it."""
+        compact = self.meta.get("compact_vocabulary") or {}
+        other = compact.get("other_token_id")
+        return (int(self.eos_token_id),) + (() if other is None else (int(other),))
+
     def sequences(self, context_length: int) -> np.ndarray:
         """Non-overlapping fixed-length training sequences, a zero-copy view.
 

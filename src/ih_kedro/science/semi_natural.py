@@ -59,7 +59,7 @@ import functools
 import hashlib
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,6 +164,7 @@ def estimate_bigram_model(
     *,
     eos_token_id: int | None = None,
     other_bucket: bool = True,
+    pooled_token_ids: Iterable[int] = (),
 ) -> BigramModel:
     """Estimate a bigram process from a token stream.
 
@@ -180,6 +181,8 @@ def estimate_bigram_model(
         vocab_size: the tokenizer's vocabulary size.
         n_types: ``V - 1`` with the other bucket, ``V`` without; at least :data:`MIN_LENGTH`.
         smoothing: additive pseudo-count per bigram (``>= 0``).
+        pooled_token_ids: ids that are never a type of their own (a compact vocabulary's id for
+            every token outside it): in the other bucket with one, not states without.
     """
     from ih_kedro.science.telemetry.probes import frequent_token_pool
 
@@ -188,7 +191,8 @@ def estimate_bigram_model(
     if smoothing < 0 or not math.isfinite(smoothing):
         raise ValueError(f"semi_natural.smoothing: must be a finite number >= 0, got {smoothing}")
     flat = np.asarray(tokens).reshape(-1)
-    exclude = () if eos_token_id is None else (int(eos_token_id),)
+    exclude = tuple(int(i) for i in pooled_token_ids)
+    exclude += () if eos_token_id is None else (int(eos_token_id),)
     ranked = frequent_token_pool(flat, vocab_size, n_types + 1, exclude=exclude)
     if ranked.shape[0] < n_types + int(other_bucket):
         raise ValueError(

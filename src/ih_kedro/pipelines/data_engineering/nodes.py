@@ -22,6 +22,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from ih_kedro.science.corpus import BadInputError, DocumentSelection, DocumentStream
+from ih_kedro.science.packed import PackedTokens
 from ih_kedro.science.sharded_dedup import (
     ExecutorSettings,
     ShardedSelection,
@@ -35,6 +36,7 @@ from ih_kedro.science.tokenization import (
     load_tokenizer,
     train_bpe_tokenizer,
 )
+from ih_kedro.science.vocabulary import compact_vocabulary, relabel
 
 logger = logging.getLogger(__name__)
 
@@ -235,3 +237,29 @@ def pack_tokens(
         batch_size=batch_size,
         meta=meta,
     )
+
+
+def compact_token_streams(
+    train_tokens: PackedTokens, validation_tokens: PackedTokens, params: dict[str, Any]
+) -> tuple[PackedTokens, PackedTokens]:
+    """Both streams in the experiment's model vocabulary (``params:<experiment>.vocabulary``).
+
+    ``compact: true``: the ``size`` most frequent training tokens, one id for every other type
+    and EOS (:mod:`ih_kedro.science.vocabulary`): models of the synthetic experiments train on
+    data that emits only those tokens, and their unembedding shrinks to ``size + 2`` rows.
+    ``compact: false``: the streams as they are (the tokenizer's vocabulary).
+    """
+    if not params.get("compact", False):
+        return train_tokens, validation_tokens
+    size = params.get("size")
+    if not isinstance(size, int) or isinstance(size, bool):
+        raise ValueError(f"vocabulary.size: must be an integer with compact: true, got {size!r}")
+    vocabulary = compact_vocabulary(train_tokens, size)
+    kept = np.isin(np.asarray(train_tokens.tokens), vocabulary.original_ids).mean()
+    logger.info(
+        "compact vocabulary: %d of %d token types (+ other, EOS), %.1f%% of training tokens kept",
+        vocabulary.size,
+        train_tokens.vocab_size,
+        100 * kept,
+    )
+    return relabel(train_tokens, vocabulary), relabel(validation_tokens, vocabulary)

@@ -9,9 +9,10 @@ parameters are ``params:law_fit.<stage>``. In kedro-viz each stage collapses int
 
 from __future__ import annotations
 
-from kedro.pipeline import Pipeline
+from kedro.pipeline import Node, Pipeline
 
 from ih_kedro.pipelines import data_engineering, statistics, telemetry, training
+from ih_kedro.pipelines.data_engineering.nodes import compact_token_streams
 
 EXPERIMENT = "law_fit"
 
@@ -19,16 +20,40 @@ EXPERIMENT = "law_fit"
 SHARED_DATASETS = frozenset({"tokenizer", "train_tokens", "validation_tokens"})
 
 
-def experiment_stage(stage: Pipeline, experiment: str, stage_name: str) -> Pipeline:
+# What an experiment with its own model vocabulary shares (its token streams are its own).
+SHARED_TOKENIZER = frozenset({"tokenizer"})
+
+
+def experiment_stage(
+    stage: Pipeline,
+    experiment: str,
+    stage_name: str,
+    shared_datasets: frozenset[str] = SHARED_DATASETS,
+) -> Pipeline:
     """Place a stage pipeline inside an experiment namespace.
 
     Node namespaces become ``<experiment>.<stage_name>`` (a super-node in kedro-viz); dataset
-    names get the ``<experiment>.`` prefix unless they are shared corpus products; parameters
-    ``params:<stage>`` become ``params:<experiment>.<stage>``.
+    names get the ``<experiment>.`` prefix unless they are in ``shared_datasets`` (the corpus
+    products); parameters ``params:<stage>`` become ``params:<experiment>.<stage>``.
     """
     grouped = Pipeline(stage, namespace=stage_name, prefix_datasets_with_namespace=False)
-    shared = {name for name in grouped.inputs() if name in SHARED_DATASETS}
+    shared = {name for name in grouped.inputs() if name in shared_datasets}
     return Pipeline(grouped, namespace=experiment, inputs=shared)
+
+
+def model_vocabulary_stage(experiment: str) -> Pipeline:
+    """``train_tokens``, ``validation_tokens`` → ``<experiment>.train_tokens`` /
+    ``.validation_tokens`` in the experiment's model vocabulary (``params:<experiment>.vocabulary``;
+    a compact one for the synthetic experiments). Use with ``shared_datasets=SHARED_TOKENIZER``
+    in the stages that follow, so they read the experiment's streams."""
+    return Pipeline(
+        [
+            Node(compact_token_streams,
+                 ["train_tokens", "validation_tokens", f"params:{experiment}.vocabulary"],
+                 [f"{experiment}.train_tokens", f"{experiment}.validation_tokens"],
+                 name="compact_token_streams", namespace=f"{experiment}.vocabulary"),
+        ]
+    )  # fmt: skip
 
 
 def corpus_stage() -> Pipeline:

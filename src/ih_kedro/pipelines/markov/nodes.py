@@ -95,9 +95,19 @@ def design_processes(
     """
     specs = process_specs(design)
     vocab = int(design["vocab_size"])
+    compact = train_tokens.meta.get("compact_vocabulary")
+    if compact is not None and int(compact["size"]) < vocab:
+        raise ValueError(
+            f"markov.vocabulary.size: {compact['size']} tokens cannot hold the processes' {vocab} "
+            f"states (markov.design.vocab_size); set it >= {vocab}"
+        )
     _check_probe_pools(vocab, training, telemetry)
     token_ids = state_token_ids(
-        train_tokens.tokens, train_tokens.vocab_size, vocab, train_tokens.eos_token_id
+        train_tokens.tokens,
+        train_tokens.vocab_size,
+        vocab,
+        train_tokens.eos_token_id,
+        exclude=train_tokens.non_content_token_ids,
     )  # (V,)
     processes: dict[str, MarkovProcess] = {}
     rows = []

@@ -14,7 +14,12 @@ from __future__ import annotations
 from kedro.pipeline import Node, Pipeline
 
 from ih_kedro.pipelines import telemetry, training
-from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, experiment_stage
+from ih_kedro.pipelines.law_fit.pipeline import (
+    SHARED_TOKENIZER,
+    corpus_stage,
+    experiment_stage,
+    model_vocabulary_stage,
+)
 
 from .nodes import (
     build_conditions,
@@ -40,7 +45,6 @@ def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
             Node(processes_figure, "processes", "processes_plot", name="plot_processes"),
         ],
         namespace=EXPERIMENT,
-        inputs={"train_tokens"},
     )  # fmt: skip
     report = Pipeline(
         [
@@ -58,8 +62,11 @@ def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
     )  # fmt: skip
     return (
         corpus_stage()
+        + model_vocabulary_stage(EXPERIMENT)
         + design
-        + experiment_stage(training.create_pipeline(variant_data=True), EXPERIMENT, "training")
-        + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry")
+        + experiment_stage(
+            training.create_pipeline(variant_data=True), EXPERIMENT, "training", SHARED_TOKENIZER
+        )
+        + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry", SHARED_TOKENIZER)
         + report
     )

@@ -18,7 +18,12 @@ from __future__ import annotations
 from kedro.pipeline import Node, Pipeline
 
 from ih_kedro.pipelines import telemetry, training
-from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, experiment_stage
+from ih_kedro.pipelines.law_fit.pipeline import (
+    SHARED_TOKENIZER,
+    corpus_stage,
+    experiment_stage,
+    model_vocabulary_stage,
+)
 
 from .nodes import (
     build_bigram_model,
@@ -69,8 +74,11 @@ def frontier_pipeline() -> Pipeline:
 def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
     return (
         corpus_stage()
-        + experiment_stage(semi_natural_pipeline(), EXPERIMENT, "semi_natural")
-        + experiment_stage(training.create_pipeline(variant_data=True), EXPERIMENT, "training")
-        + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry")
-        + experiment_stage(frontier_pipeline(), EXPERIMENT, "frontier")
+        + model_vocabulary_stage(EXPERIMENT)
+        + experiment_stage(semi_natural_pipeline(), EXPERIMENT, "semi_natural", SHARED_TOKENIZER)
+        + experiment_stage(
+            training.create_pipeline(variant_data=True), EXPERIMENT, "training", SHARED_TOKENIZER
+        )
+        + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry", SHARED_TOKENIZER)
+        + experiment_stage(frontier_pipeline(), EXPERIMENT, "frontier", SHARED_TOKENIZER)
     )

@@ -57,11 +57,12 @@ def make_probe_set(train_tokens: PackedTokens, params: dict[str, Any]) -> ProbeS
     """
     probe = params["probe"]
     eos = int(train_tokens.eos_token_id)
+    special = train_tokens.non_content_token_ids  # EOS (+ a compact vocabulary's other id)
     vocab = int(probe.get("vocab_size") or train_tokens.vocab_size)
     if probe["source"] == "frequent":
-        pool = frequent_token_pool(train_tokens.tokens, vocab, int(probe["top_k"]), exclude=(eos,))
+        pool = frequent_token_pool(train_tokens.tokens, vocab, int(probe["top_k"]), exclude=special)
     elif probe["source"] == "uniform":
-        pool = uniform_token_pool(vocab, exclude=(eos,))
+        pool = uniform_token_pool(vocab, exclude=special)
     else:
         raise ValueError(
             f"telemetry.probe.source must be 'frequent' or 'uniform', got {probe['source']!r}"

@@ -264,7 +264,7 @@ def make_online_evaluator(
         np.asarray(train_tokens.tokens),
         train_tokens.vocab_size,
         int(options.get("token_pool_size", 500)),
-        exclude=(train_tokens.eos_token_id,),
+        exclude=train_tokens.non_content_token_ids,
     )
     length = int(options.get("probe_length") or min(50, context_length // 2))
     if 2 * length > context_length:
