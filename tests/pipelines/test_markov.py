@@ -100,6 +100,12 @@ def test_registry_has_the_markov_experiment(project_root: Path) -> None:
     # The design reaches training as a graph edge: the sweep reads markov.variant_data.
     sweep = next(n for n in pipeline.nodes if n.name == f"{EXPERIMENT}.training.train_sweep")
     assert f"{EXPERIMENT}.variant_data" in sweep.inputs
+    # Every stage reads the experiment's own streams (its model vocabulary), none the shared ones.
+    readers = {
+        n.name for n in pipeline.nodes if {"train_tokens", "validation_tokens"} & set(n.inputs)
+    }
+    assert readers == {f"{EXPERIMENT}.vocabulary.compact_token_streams"}
+    assert f"{EXPERIMENT}.train_tokens" in sweep.inputs
 
 
 def test_markov_kedro_run_end_to_end(tmp_path: Path) -> None:

@@ -47,6 +47,14 @@ def test_registry_wires_the_bigram_model_into_training(project_root: Path) -> No
     assert by_name["pareto.semi_natural.semi_natural_variant_data"].outputs == [
         "pareto.variant_data"
     ]
+    # Every stage reads the experiment's own streams (its model vocabulary), none the shared ones.
+    assert by_name["pareto.vocabulary.compact_token_streams"].outputs == [
+        "pareto.train_tokens",
+        "pareto.validation_tokens",
+    ]
+    readers = {n.name for n in pipe.nodes if {"train_tokens", "validation_tokens"} & set(n.inputs)}
+    assert readers == {"pareto.vocabulary.compact_token_streams"}
+    assert "pareto.train_tokens" in sweep.inputs
     assert "pareto.bigram_model" in by_name["pareto.semi_natural.build_bigram_model"].outputs
     # The variant data node runs before training (a real edge in the DAG).
     order = [node.name for node in pipe.nodes]  # topologically sorted
