@@ -53,4 +53,5 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/dedup_throughput.py
 	$(BIN)/python benchmarks/sharded_dedup.py
 	$(BIN)/python benchmarks/telemetry_scoring.py
+	$(BIN)/python benchmarks/vocabulary_step.py
 	$(BIN)/python benchmarks/paper_projection.py
