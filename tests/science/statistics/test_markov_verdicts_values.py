@@ -299,9 +299,19 @@ def test_ld_sufficient_branches():
                 ("LD_CAT_uniform", "low", "yes")])  # fmt: skip
     assert mv._ld_sufficient(t, "high") == _claim(
         name, t, CONTRADICTED,
-        "local dependency alone did not form at high repetition, while a process with more "
-        "properties did within the same budget",
+        "local dependency alone did not form at high repetition, while LD_CAT_zipf did within "
+        "the same budget",
         ["LD_geometric@high", "LD_CAT_zipf@high"],
+    )  # fmt: skip
+    # The default run's case: the processes that formed are named, sorted (not "more properties":
+    # noLD_zipf has fewer).
+    t = _table([("LD_uniform", "high", "no"), ("noLD_zipf", "high", "yes"),
+                ("LD_CAT_zipf", "high", "yes")])  # fmt: skip
+    assert mv._ld_sufficient(t, "high") == _claim(
+        name, t, CONTRADICTED,
+        "local dependency alone did not form at high repetition, while LD_CAT_zipf, noLD_zipf "
+        "did within the same budget",
+        ["LD_uniform@high", "noLD_zipf@high", "LD_CAT_zipf@high"],
     )  # fmt: skip
     # Only a minimal process formed besides the failed one: no other process shows the budget.
     t = _table([("LD_uniform", "high", "yes"), ("LD_geometric", "high", "no"),

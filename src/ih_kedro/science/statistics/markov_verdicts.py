@@ -223,8 +223,9 @@ def _ld_sufficient(table: pd.DataFrame, high: str) -> dict[str, Any]:
             return _verdict(
                 name,
                 CONTRADICTED,
-                "local dependency alone did not form at high repetition, while a process with "
-                "more properties did within the same budget",
+                "local dependency alone did not form at high repetition, while "
+                + ", ".join(sorted(others["process"].astype(str)))
+                + " did within the same budget",
                 pd.concat([failed, others]),
             )
         return _verdict(
