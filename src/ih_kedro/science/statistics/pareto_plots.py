@@ -87,9 +87,15 @@ def plot_frontier_heatmap(
         mesh = axes[1].pcolormesh(fe, re_, np.log10(sstar), cmap="viridis")
     fig.colorbar(mesh, ax=axes[1], label="log10 median S* (steps); grey: none formed")
     titles = ("IH formed within the budget", "S* of the seeds that formed")
+    fs, rs = np.sort(cells["frequency"].unique()), np.sort(cells["reliability"].unique())
     for ax, title in zip(axes, titles, strict=True):
         ax.set_xscale("log")
         ax.set_yscale("log")
+        # Ticks at the grid's own values, written plainly (log-scale labels such as 3x10^-1
+        # collide on a narrow grid).
+        ax.set_xticks(fs, [f"{f:g}" for f in fs])
+        ax.set_yticks(rs, [f"{r:g}" for r in rs])
+        ax.minorticks_off()
         _frontier(ax, contour, xlim, ylim, shift)
         ax.set_xlabel("repetition frequency f")
         ax.set_ylabel("repetition reliability r")
