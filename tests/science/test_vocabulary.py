@@ -36,6 +36,9 @@ def test_kept_ids_are_the_most_frequent_tokens_ties_by_smaller_id() -> None:
     np.testing.assert_array_equal(vocab.lookup, [4, 3, 3, 0, 3, 3, 3, 1, 3, 2])
     np.testing.assert_array_equal(vocab.encode([9, 2, 0, 3, 7]), [2, 3, 4, 0, 1])
     np.testing.assert_array_equal(vocab.decode([2, 3, 4, 0, 1]), [9, -1, 0, 3, 7])
+    assert vocab.encode(np.array([9, 2])).dtype == np.uint16  # what the token files hold
+    one = compact_vocabulary(PackedTokens(tokens, 10, 0), 1)  # a single kept type is allowed
+    np.testing.assert_array_equal(one.original_ids, [3])
 
 
 def test_ranking_the_relabelled_stream_gives_the_compact_ids_in_order() -> None:
@@ -92,7 +95,9 @@ def test_relabelled_stream_saves_loads_and_keeps_its_provenance(tmp_path) -> Non
     source.meta.update({"source": {"split": "train"}, "shards": [{"sha256": "x"}]})
     vocab = compact_vocabulary(source, 10)
     compact = relabel(source, vocab)
-    # lazy: any slice reads encoded
+    # lazy: any slice reads encoded, as uint16 unless asked otherwise
+    assert np.asarray(compact.tokens).dtype == np.uint16
+    assert np.asarray(compact.tokens, dtype=np.int64).dtype == np.int64
     np.testing.assert_array_equal(compact.tokens[5:40], vocab.encode(source.tokens[5:40]))
     dataset = PackedTokensDataset(str(tmp_path / "compact"))
     dataset.save(compact)
@@ -108,6 +113,9 @@ def test_relabelled_stream_saves_loads_and_keeps_its_provenance(tmp_path) -> Non
     assert loaded.non_content_token_ids == (11, 10)
     with pytest.raises(ValueError, match="already in a compact vocabulary"):
         compact_vocabulary(loaded, 5)
+    # a recorded document count is carried over, not recounted
+    source.meta["n_documents"] = 7
+    assert relabel(source, vocab).meta["n_documents"] == 7
 
 
 def test_bad_sizes_and_mismatched_streams_fail_clearly() -> None:

@@ -80,3 +80,18 @@ def test_load_checkpoint_round_trips_weights_in_eval_mode(tmp_path: Path) -> Non
     half = load_checkpoint(tmp_path / "step_1", dtype=torch.bfloat16)
     assert {p.dtype for p in half.parameters()} == {torch.bfloat16}
     assert {p.dtype for p in loaded.parameters()} == {torch.float32}
+
+
+def test_equal_steps_keep_the_folder_order(tmp_path: Path) -> None:
+    # Two folders whose trainer_state reports the same step: ordered by folder step (9 before 10),
+    # not by path ("step_10" < "step_9").
+    ckpts = tmp_path / "checkpoints"
+    _folder(ckpts / "step_10", state={"step": 5, "tokens_seen": 2})
+    _folder(ckpts / "step_9", state={"step": 5, "tokens_seen": 1})
+    assert [p.name for _, p, _ in list_checkpoints(tmp_path)] == ["step_9", "step_10"]
+
+
+def test_load_checkpoint_moves_to_the_device(tmp_path: Path) -> None:
+    build_model("attn-only-2l-d128", 40, 16, seed=0).save_pretrained(tmp_path / "step_1")
+    model = load_checkpoint(tmp_path / "step_1", device="meta")
+    assert {p.device.type for p in model.parameters()} == {"meta"}

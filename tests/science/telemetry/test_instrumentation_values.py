@@ -240,3 +240,56 @@ def test_attention_modules_order_and_errors():
     assert n_layers_heads(model) == (2, model.config.num_attention_heads)
     with pytest.raises(ValueError, match="no attention modules with layer_idx found in Linear"):
         attention_modules(nn.Linear(2, 2))
+
+
+# --- written against the second mutation run's survivors ------------------------------------
+class _Projecting(nn.Module):
+    def __init__(self, layer: int) -> None:
+        super().__init__()
+        self.layer_idx = layer
+        self.o_proj = nn.Linear(2, 2)
+
+
+class MyAttention(_Projecting):
+    pass
+
+
+class Block(_Projecting):
+    """Not an attention module, but it carries layer_idx and an output projection."""
+
+    def __init__(self, layer: int, child: nn.Module | None = None) -> None:
+        super().__init__(layer)
+        self.child = child
+
+
+def test_attention_modules_prefer_attention_classes_and_keep_scanning():
+    # Block 0 (first in modules()) is replaced by its MyAttention child; the helper of layer 0
+    # that comes later does not displace it; layer 1 after the skipped helper is still found.
+    attn0 = MyAttention(0)
+    model = nn.Sequential(Block(0, attn0), Block(0), MyAttention(1))
+    assert attention_modules(model) == [attn0, model[2]]
+    lone = nn.Sequential(Block(3))  # a non-Attention module is taken when nothing else is
+    assert attention_modules(lone) == [lone[0]]
+
+
+def test_value_weights_names_the_module_without_a_value_projection():
+    model = nn.Sequential(MyAttention(0))
+    model.config = type("Config", (), {"num_hidden_layers": 1, "num_attention_heads": 2})()
+    with pytest.raises(ValueError, match="no value projection found in MyAttention"):
+        ins.value_weights(model)
+
+
+def test_norm_is_centering_by_class_or_name_and_norm_weight_only_tensors():
+    class FusedLayerNorm(nn.Module):  # not an nn.LayerNorm subclass: recognised by its name
+        pass
+
+    class RMSNorm(nn.Module):
+        pass
+
+    assert norm_is_centering(nn.LayerNorm(4)) and norm_is_centering(FusedLayerNorm())
+    assert not norm_is_centering(RMSNorm())
+    gain = nn.LayerNorm(4)
+    assert norm_weight(gain) is gain.weight
+    odd = RMSNorm()
+    odd.weight = 1.0  # a non-tensor attribute is no gain
+    assert norm_weight(odd) is None

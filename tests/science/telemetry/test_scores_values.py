@@ -613,3 +613,26 @@ def test_prefix_matching_max_skips_layer_0_by_default():
     assert value["prefix_matching_by_parity_max"] == pytest.approx(3 / 5, abs=1e-6)  # P1 odd
     value = {r["metric"]: r["value"] for r in all_layers}
     assert value["prefix_matching_max"] == pytest.approx(1.0, abs=1e-6)
+
+
+# --- written against the second mutation run's survivors ------------------------------------
+def test_centred_share_below_one_total():
+    from ih_kedro.science.telemetry.scores import _centred_share
+
+    # centred boosts [0, 0, 0.2]: a total under 1 is still a share (1.0), not zero or 0.2
+    boosts = torch.tensor([[0.0, 0.2, 0.4], [0.3, 0.3, 0.3]])
+    shares = _centred_share(boosts, torch.tensor([2, 0]))
+    torch.testing.assert_close(shares, torch.tensor([1.0, 0.0]))
+
+
+def test_score_checkpoint_tags_every_model_row_with_its_probe_source():
+    model = build_model("attn-only-2l-d64", 20, 32, seed=0).eval()
+    probe_set = make_probe_set(uniform_token_pool(20), 2, 4, 0, "uniform")
+    validation = np.random.default_rng(1).integers(0, 20, (3, 33))  # C = 32
+    _, model_rows, _ = score_checkpoint(model, probe_set, validation, batch_size=8)
+    sources = {r["metric"]: r["probe_source"] for r in model_rows}
+    for metric in ("prefix_matching_max", "prefix_matching_by_parity_max", "associative_recall"):
+        assert sources[metric] == "uniform", metric
+    assert [m for m, s in sources.items() if s is None] == []
+    assert sources["validation_loss"] == "validation"
+    assert any(m.endswith("_layer1") and s == "uniform" for m, s in sources.items())
