@@ -636,3 +636,54 @@ def test_score_checkpoint_tags_every_model_row_with_its_probe_source():
     assert [m for m, s in sources.items() if s is None] == []
     assert sources["validation_loss"] == "validation"
     assert any(m.endswith("_layer1") and s == "uniform" for m, s in sources.items())
+
+
+def test_model_batch_scores_per_sample_loss_drop_and_recall():
+    from ih_kedro.science.telemetry.scores import _model_batch_scores
+
+    # L = 3, V = 5: probes [a b c a b c]; sample 0's logits predict every next token (margin 4),
+    # sample 1's are flat. Loss of a flat row: log 5; of a confident one: log(1 + 4 e^-4).
+    batch = torch.tensor([[1, 2, 3, 1, 2, 3], [4, 2, 1, 4, 2, 1]])
+    logits = torch.zeros(2, 6, 5)
+    for t in range(5):
+        logits[0, t, batch[0, t + 1]] = 4.0
+    logits[0, 2] = 0.0  # predicting the first repeated token from the first half: flat
+    scores = _model_batch_scores(batch, logits, 3)
+    flat, sharp = math.log(5), math.log(1 + 4 * math.exp(-4))
+    # first-half targets x_1, x_2 (entries 0, 1); second-half targets x_4, x_5 (entries 3, 4)
+    torch.testing.assert_close(scores["repeated_loss_drop"], torch.tensor([0.0, 0.0]))
+    logits[0, 1] = 0.0  # now the first half is half flat: drop = (flat + sharp) / 2 - sharp
+    scores = _model_batch_scores(batch, logits, 3)
+    expected = torch.tensor([(flat + sharp) / 2 - sharp, 0.0])
+    torch.testing.assert_close(scores["repeated_loss_drop"], expected)
+    # recall on the second half (queries 3, 4, 5 -> targets x_1, x_2, x_3): sample 0 ranks its
+    # targets first at queries 3 and 4 (query 5's logits are zero: ties rank 0 too)
+    torch.testing.assert_close(scores["associative_recall"], torch.tensor([1.0, 1.0]))
+    logits[1, 3, 0] = 1.0  # sample 1, query 3: token 0 now ranks above the target 2
+    scores = _model_batch_scores(batch, logits, 3)
+    torch.testing.assert_close(scores["associative_recall"], torch.tensor([1.0, 2 / 3]))
+    torch.testing.assert_close(scores["associative_recall_mean_rank"], torch.tensor([0.0, 1 / 3]))
+
+
+def test_score_checkpoint_passes_top_fraction_and_min_layer_through():
+    model = build_model("attn-only-2l-d64", 20, 16, seed=3).eval()
+    probe_set = make_probe_set(uniform_token_pool(20, exclude=(0,)), 4, 4, 0, "uniform")
+    heads, rows, _ = score_checkpoint(model, probe_set, None, batch_size=4, top_fraction=0.5,
+                                      min_layer=0)  # fmt: skip
+    by_metric = {r["metric"]: r["value"] for r in rows}
+    induction = torch.zeros(2, 4)
+    parity = torch.zeros(2, 2, 4)
+    for r in heads:
+        if r["metric"] == "induction":
+            induction[r["layer"], r["head"]] = r["value"]
+        for i, name in enumerate(("prefix_matching_even", "prefix_matching_odd")):
+            if r["metric"] == name:
+                parity[i, r["layer"], r["head"]] = r["value"]
+    for layer in range(2):  # top 50 % of 4 heads = 2 heads, not the default 2 % (1 head)
+        share = by_metric[f"induction_top50pct_share_layer{layer}"]
+        assert share == pytest.approx(top_fraction_share(induction[layer], 0.5), abs=1e-6)
+        assert share != pytest.approx(top_fraction_share(induction[layer], 0.02), abs=1e-6)
+    # min_layer 0: the best (head, parity) over both layers, here in layer 0
+    best = float(parity.max())
+    assert by_metric["prefix_matching_by_parity_max"] == pytest.approx(best, abs=1e-6)
+    assert float(parity[:, 0].max()) > float(parity[:, 1].max())
