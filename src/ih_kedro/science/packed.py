@@ -7,6 +7,9 @@ from typing import Any
 
 import numpy as np
 
+COMPACT_VOCABULARY_KEY = "compact_vocabulary"
+"""``meta`` key of a stream relabelled into a compact vocabulary (:mod:`ih_kedro.science.vocabulary`)."""
+
 
 @dataclass
 class PackedTokens:
@@ -29,13 +32,23 @@ class PackedTokens:
         return int(self.tokens.shape[0])
 
     @property
+    def compact_vocabulary_size(self) -> int | None:
+        """``K`` of a stream in a compact vocabulary (:mod:`ih_kedro.science.vocabulary`), else
+        None."""
+        compact = self.meta.get(COMPACT_VOCABULARY_KEY)
+        return None if compact is None else int(compact["size"])
+
+    @property
+    def other_token_ids(self) -> tuple[int, ...]:
+        """The id that stands for every token type outside a compact vocabulary, or ``()``."""
+        compact = self.meta.get(COMPACT_VOCABULARY_KEY)
+        return () if compact is None else (int(compact["other_token_id"]),)
+
+    @property
     def non_content_token_ids(self) -> tuple[int, ...]:
         """Ids that are never probe tokens, process states or bigram types of their own: EOS
-        and, in a compact vocabulary (:mod:`ih_kedro.science.vocabulary`), the id that stands
-        for every token type outside it."""
-        compact = self.meta.get("compact_vocabulary") or {}
-        other = compact.get("other_token_id")
-        return (int(self.eos_token_id),) + (() if other is None else (int(other),))
+        and :attr:`other_token_ids`."""
+        return (int(self.eos_token_id),) + self.other_token_ids
 
     def sequences(self, context_length: int) -> np.ndarray:
         """Non-overlapping fixed-length training sequences, a zero-copy view.

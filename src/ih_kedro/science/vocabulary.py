@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ih_kedro.science.packed import PackedTokens
+from ih_kedro.science.packed import COMPACT_VOCABULARY_KEY, PackedTokens
 
-META_KEY = "compact_vocabulary"
+META_KEY = COMPACT_VOCABULARY_KEY
 """``PackedTokens.meta`` key of a relabelled stream: ``{size, other_token_id, original_ids, ...}``."""
 
 
@@ -113,7 +113,7 @@ def compact_vocabulary(train: PackedTokens, size: int) -> CompactVocabulary:
 
     if int(size) <= 0:
         raise ValueError(f"vocabulary.size: must be a positive integer, got {size}")
-    if META_KEY in train.meta:
+    if train.compact_vocabulary_size is not None:
         raise ValueError("vocabulary: the token stream is already in a compact vocabulary")
     kept = frequent_token_pool(
         train.tokens, train.vocab_size, int(size), exclude=train.non_content_token_ids

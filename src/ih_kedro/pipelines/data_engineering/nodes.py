@@ -255,11 +255,9 @@ def compact_token_streams(
     if not isinstance(size, int) or isinstance(size, bool):
         raise ValueError(f"vocabulary.size: must be an integer with compact: true, got {size!r}")
     vocabulary = compact_vocabulary(train_tokens, size)
-    kept = np.isin(np.asarray(train_tokens.tokens), vocabulary.original_ids).mean()
     logger.info(
-        "compact vocabulary: %d of %d token types (+ other, EOS), %.1f%% of training tokens kept",
+        "compact vocabulary: %d of %d token types (+ other, EOS)",
         vocabulary.size,
         train_tokens.vocab_size,
-        100 * kept,
     )
     return relabel(train_tokens, vocabulary), relabel(validation_tokens, vocabulary)

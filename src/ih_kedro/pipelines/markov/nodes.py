@@ -95,10 +95,10 @@ def design_processes(
     """
     specs = process_specs(design)
     vocab = int(design["vocab_size"])
-    compact = train_tokens.meta.get("compact_vocabulary")
-    if compact is not None and int(compact["size"]) < vocab:
+    size = train_tokens.compact_vocabulary_size
+    if size is not None and size < vocab:
         raise ValueError(
-            f"markov.vocabulary.size: {compact['size']} tokens cannot hold the processes' {vocab} "
+            f"markov.vocabulary.size: {size} tokens cannot hold the processes' {vocab} "
             f"states (markov.design.vocab_size); set it >= {vocab}"
         )
     _check_probe_pools(vocab, training, telemetry)

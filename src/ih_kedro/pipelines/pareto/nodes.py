@@ -66,11 +66,11 @@ CELL_COLUMNS = (
 # --------------------------------------------------------------------------------------------
 def build_bigram_model(train_tokens: PackedTokens, params: Mapping[str, Any]) -> BigramModel:
     """Estimate the bigram model of the deduplicated training stream (``params:pareto.semi_natural``)."""
-    compact = train_tokens.meta.get("compact_vocabulary")
+    size = train_tokens.compact_vocabulary_size
     n_states = int(params.get("n_types", 255)) + int(bool(params.get("other_bucket", True)))
-    if compact is not None and int(compact["size"]) < n_states:
+    if size is not None and size < n_states:
         raise ValueError(
-            f"pareto.vocabulary.size: {compact['size']} tokens cannot hold the bigram model's "
+            f"pareto.vocabulary.size: {size} tokens cannot hold the bigram model's "
             f"{n_states} states (semi_natural.n_types + the other bucket); set it >= {n_states}"
         )
     model = estimate_bigram_model(
@@ -80,7 +80,7 @@ def build_bigram_model(train_tokens: PackedTokens, params: Mapping[str, Any]) ->
         float(params.get("smoothing", 0.01)),
         eos_token_id=train_tokens.eos_token_id,
         other_bucket=bool(params.get("other_bucket", True)),
-        pooled_token_ids=train_tokens.non_content_token_ids[1:],  # a compact vocabulary's other id
+        pooled_token_ids=train_tokens.other_token_ids,
     )
     covered = model.counts.sum() / max(len(train_tokens) - 1, 1)
     logger.info(
