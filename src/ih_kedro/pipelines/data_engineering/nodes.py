@@ -59,12 +59,14 @@ def _dedup_params(params: dict[str, Any]) -> dict[str, Any]:
         "shingle_size": lambda v: int(v) > 0,
         "false_negative_weight": lambda v: 0.0 < float(v) < 1.0,
         "max_examples": lambda v: int(v) >= 0,
+        # a YAML string "false" is truthy: only a real boolean switches near dedup
+        "near": lambda v: isinstance(v, bool),
+        "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     }
-    unknown = sorted(set(dedup) - {*checks, "seed", "near"})
+    unknown = sorted(set(dedup) - set(checks))
     if unknown:
         raise ValueError(
-            f"data_engineering.dedup: unknown keys {unknown}; expected some of "
-            f"{sorted({*checks, 'seed', 'near'})}"
+            f"data_engineering.dedup: unknown keys {unknown}; expected some of {sorted(checks)}"
         )
     for key, ok in checks.items():
         if key in dedup and not ok(dedup[key]):
