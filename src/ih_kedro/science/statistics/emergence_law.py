@@ -148,7 +148,7 @@ def _validate_table(table: pd.DataFrame, response: str, extra: Sequence[str]) ->
     for column in ("metric", "method", "threshold"):
         if column in table.columns and table[column].nunique(dropna=True) > 1:
             raise ValueError(
-                f"emergence table: one law per {column}; got {sorted(table[column].unique())} "
+                f"emergence table: one law per {column}; got {sorted(table[column].dropna().unique().tolist())} "
                 "(select rows before fitting)"
             )
     for column in ("batch_size", "context_length"):
