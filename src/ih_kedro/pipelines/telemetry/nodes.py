@@ -291,6 +291,8 @@ def discover_external_checkpoints(params: dict[str, Any]) -> pd.DataFrame:
     if not root:
         raise ValueError("telemetry.external_checkpoints: set it to a folder of HF checkpoints")
     root = Path(root)
+    if not root.is_dir():
+        raise ValueError(f"telemetry.external_checkpoints: {root} is not a folder")
     # {run folder: its checkpoints}; the checkpoints module registers our model with Auto*.
     runs = {root: list_checkpoints_safe(root)}
     if not runs[root]:
