@@ -649,3 +649,14 @@ def test_init_distributed_starts_a_one_rank_gloo_group(monkeypatch: pytest.Monke
         for key in RENDEZVOUS:
             monkeypatch.delenv(key, raising=False)
         init_distributed()  # leave a group for the tests that follow in this process
+
+
+def test_a_named_preset_is_reported_by_its_name(tmp_path: Path) -> None:
+    """The summary names a preset from ``model_presets.yml`` as given (an inline one as JSON)."""
+    config = make_config(
+        "named", preset="attn-only-2l-d64", max_tokens=TOKENS_PER_STEP, early_stop=False
+    )
+    summary = train_run(config, make_packed(), CheckpointStore(tmp_path))
+    assert summary["preset"] == "attn-only-2l-d64"
+    assert summary["family"] == "attention_only"
+    assert summary["steps_trained"] == 1
