@@ -147,9 +147,9 @@ def _validate_table(table: pd.DataFrame, response: str, extra: Sequence[str]) ->
         raise ValueError(f"emergence table: missing columns {missing}")
     for column in ("metric", "method", "threshold"):
         if column in table.columns and table[column].nunique(dropna=True) > 1:
+            values = sorted(table[column].dropna().unique().tolist())  # plain, not np.float64
             raise ValueError(
-                f"emergence table: one law per {column}; got {sorted(table[column].dropna().unique().tolist())} "
-                "(select rows before fitting)"
+                f"emergence table: one law per {column}; got {values} (select rows before fitting)"
             )
     for column in ("batch_size", "context_length"):
         values = pd.to_numeric(table[column], errors="coerce")
