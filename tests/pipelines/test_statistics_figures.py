@@ -475,3 +475,21 @@ def test_residuals_of_an_unfitted_law() -> None:
     assert_empty_figure(fig, "emergence law not fitted:\nok")
     fig = plot_residuals_vs_model_size(residual_table(), {}, None, {})
     assert_empty_figure(fig, "emergence law not fitted:\n")
+
+
+def test_predicted_vs_observed_bars_at_the_chosen_level() -> None:
+    """``statistics.level`` reaches the prediction bars: 0.8 gives S* exp(±z(0.9) sigma)."""
+    fig = plot_predicted_vs_observed(observed_table(), summary(), {"level": 0.8})
+    (bars,) = [c for c in fig.axes[0].collections if isinstance(c, LineCollection)]
+    predicted = np.array([law(bs, c) for _, bs, c, _, _ in OBSERVED[:3]])
+    z = float(stats.norm.ppf(0.9))
+    expected = np.column_stack([predicted * math.exp(-z * SIGMA), predicted * math.exp(z * SIGMA)])
+    np.testing.assert_allclose(np.array(bars.get_segments())[:, :, 0], expected, rtol=1e-12)
+
+
+def test_residuals_select_rows_with_the_given_parameters() -> None:
+    """The figure's rows come from ``statistics.metric`` (an unknown one has no rows)."""
+    with pytest.raises(
+        ValueError, match=r"^statistics.metric/method: no emergence rows for metric='nope'"
+    ):
+        plot_residuals_vs_model_size(residual_table(), summary(), None, {"metric": "nope"})
