@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import statsmodels.api as sm
-from scipy import optimize, stats
+from scipy import stats
 
 from ih_kedro.science.statistics import emergence_law as el
 from ih_kedro.science.statistics.emergence_law import (
@@ -26,6 +26,7 @@ from ih_kedro.science.statistics.emergence_law import (
     fit_summary_dict,
     predict_emergence,
 )
+from tests.science.statistics.censored_mle import censored_normal_mle
 
 LOGGER = "ih_kedro.science.statistics.emergence_law"
 A, B, T = 0.37, 0.62, 1e5
@@ -61,21 +62,7 @@ def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def independent_tobit(y: np.ndarray, X: np.ndarray, censored: np.ndarray) -> np.ndarray:
     """Right-censored Gaussian MLE (beta, sigma) with scipy densities and Nelder-Mead."""
-
-    def nll(theta: np.ndarray) -> float:
-        mu, sigma = X @ theta[:-1], math.exp(theta[-1])
-        return -float(
-            stats.norm.logpdf(y[~censored], mu[~censored], sigma).sum()
-            + stats.norm.logsf(y[censored], mu[censored], sigma).sum()
-        )
-
-    start = np.append(np.linalg.lstsq(X, y, rcond=None)[0], math.log(np.std(y)))
-    theta = optimize.minimize(
-        nll,
-        start,
-        method="Nelder-Mead",
-        options={"xatol": 1e-11, "fatol": 1e-13, "maxiter": 40_000},
-    ).x
+    theta = censored_normal_mle(y, X, censored, xatol=1e-11, fatol=1e-13)
     return np.append(theta[:-1], math.exp(theta[-1]))
 
 

@@ -24,6 +24,7 @@ from ih_kedro.science.statistics.emergence_law import (
     fit_summary_table,
     predict_emergence,
 )
+from tests.science.statistics.censored_mle import censored_normal_mle, censored_normal_nll
 
 A, B, T = 0.37, 0.62, 1e5
 
@@ -354,23 +355,8 @@ def test_bad_values_name_the_column():
 
 def _independent_tobit(y, X, censored):
     """Right-censored Gaussian MLE with scipy.stats densities and a numerical Hessian."""
-    from scipy import optimize
-
-    def nll(theta):
-        beta, sigma = theta[:-1], math.exp(theta[-1])
-        mu = X @ beta
-        return -(
-            stats.norm.logpdf(y[~censored], mu[~censored], sigma).sum()
-            + stats.norm.logsf(y[censored], mu[censored], sigma).sum()
-        )
-
-    start = np.append(np.linalg.lstsq(X, y, rcond=None)[0], math.log(np.std(y)))
-    theta = optimize.minimize(
-        nll,
-        start,
-        method="Nelder-Mead",
-        options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 40_000},
-    ).x
+    nll = censored_normal_nll(y, X, censored)
+    theta = censored_normal_mle(y, X, censored, xatol=1e-10, fatol=1e-12)
     h, k = 1e-4, theta.size
     hessian = np.empty((k, k))
     for i in range(k):
