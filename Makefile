@@ -24,6 +24,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	# The fast suite plus the slow tests marked `ci` (multi-rank equality and kill/resume, two
 	# gloo ranks per job), on two workers; a test file stays on one worker (module fixtures).
 	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow or ci"
@@ -33,7 +34,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format .
 
 # Mutation testing of science/ and pipelines/ (docs/testing.md): hours on 2 cores, not in CI.
-# Narrow it with a mutant-name pattern: make mutation MUTANTS='ih_kedro.science.corpus.*'
+# Narrow it with a mutant-name pattern: make mutation MUTANTS='ih_kedro.science.data.corpus.*'
 mutation: $(STAMP)
 	rm -rf mutants
 	$(BIN)/mutmut run --max-children 2 $(MUTANTS)

@@ -31,7 +31,7 @@ from ih_kedro.pipelines.training.nodes import (
     make_online_evaluator,
     sweep_probe_length,
 )
-from ih_kedro.science.training import CheckpointStore, train_run
+from ih_kedro.science.training.run import CheckpointStore, train_run
 
 ROOT = Path(__file__).resolve().parents[1]
 

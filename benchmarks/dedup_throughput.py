@@ -1,7 +1,7 @@
 """Dedup of the embedded KJV corpus (the default run) on the sharded datatrove path.
 
 Run: ``.venv/bin/python benchmarks/dedup_throughput.py [--repeats 3] [--tasks 1]``. Measures
-one full :func:`~ih_kedro.science.sharded_dedup.sharded_deduplicate` (read the zstd shards,
+one full :func:`~ih_kedro.science.data.sharded.dedup.sharded_deduplicate` (read the zstd shards,
 exact keys, word 5-gram MinHash signatures, buckets, verified clustering, filtering) with the
 default parameters: wall and CPU seconds (this process and its workers), documents/s and MB/s
 of UTF-8 text, and each stage's wall time. The fixed cost of starting the stages (process pools,
@@ -20,8 +20,8 @@ from pathlib import Path
 import psutil
 import yaml
 
-from ih_kedro.science.corpus import iter_pile_documents, write_embedded_corpus
-from ih_kedro.science.sharded_dedup import ExecutorSettings, sharded_deduplicate
+from ih_kedro.science.data.corpus import iter_pile_documents, write_embedded_corpus
+from ih_kedro.science.data.sharded.dedup import ExecutorSettings, sharded_deduplicate
 
 PARAMS = Path(__file__).resolve().parents[1] / "conf/base/parameters_data_engineering.yml"
 

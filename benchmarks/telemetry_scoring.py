@@ -10,10 +10,10 @@ import time
 
 import torch
 
-from ih_kedro.science.models import build_model
 from ih_kedro.science.telemetry.instrumentation import hook_name, instrument
 from ih_kedro.science.telemetry.probes import repeated_token_probes, uniform_token_pool
 from ih_kedro.science.telemetry.scores import repeated_probe_scores
+from ih_kedro.science.training.models import build_model
 
 LOOP_HEADS = 4
 CASES = [("attn-only-2l-d128", 100, 4096), ("gpt2-small", 16, 50257)]

@@ -1,7 +1,7 @@
 """Step cost of the synthetic experiments' models over the tokenizer's vocabulary vs a compact one.
 
 ``pareto`` and ``markov`` train on data that emits only 257 / 64 token types; their token streams
-are relabelled into a compact vocabulary (``ih_kedro.science.vocabulary``: the kept tokens + one
+are relabelled into a compact vocabulary (``ih_kedro.science.data.vocabulary``: the kept tokens + one
 id for every other type + EOS). This measures what that buys: one training step (forward,
 cross-entropy, backward, AdamW) of the attention-only 2L d128 at each experiment's B x C, on one
 thread, over 1,024 ids and over the compact size.
@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from ih_kedro.science.models import build_model
+from ih_kedro.science.training.models import build_model
 
 CASES = (  # (experiment, B, C, compact vocabulary size)
     ("pareto", 64, 32, 258),

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from ih_kedro.science.corpus import kjv_documents, write_pile_shards
+from ih_kedro.science.data.corpus import kjv_documents, write_pile_shards
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,7 @@ MICRO_DATA_ENGINEERING = {"tokenizer": {"vocab_size": 300}, "held_out_fraction":
 # The experiments' micro runs (pareto, markov, bi_induct) train one after another in the kedro
 # process: a local Ray instance and its workers cost ~17 s of start-up per sweep on 2 cores,
 # more than the runs themselves. The Ray path of ``kedro run`` is tested end to end by the
-# law_fit micro run (the default executor) and in tests/science/test_sweep.py.
+# law_fit micro run (the default executor) and in tests/science/training/test_sweep.py.
 SEQUENTIAL_EXECUTOR = {"executor": {"kind": "sequential"}}
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ih_kedro.hooks import kedro_run_description, report_artifact_path
-from ih_kedro.science.tracking import training_run_description
+from ih_kedro.science.training.tracking import training_run_description
 
 
 def test_report_artifact_paths() -> None:

@@ -83,7 +83,7 @@ def test_wheel_carries_every_package_file(wheel: Path, tmp_path: Path) -> None:
     probe = textwrap.dedent(
         """
         import json, ih_kedro
-        from ih_kedro.science.models import load_model_presets
+        from ih_kedro.science.training.models import load_model_presets
         print(json.dumps({"file": ih_kedro.__file__, "presets": sorted(load_model_presets())}))
         """
     )
@@ -106,7 +106,7 @@ def test_wheel_carries_every_package_file(wheel: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_kedro_package_runs_law_fit_from_the_installed_wheel(tmp_path: Path) -> None:
     from ih_kedro.pipelines.law_fit.pipeline import EXPERIMENT
-    from ih_kedro.science.corpus import kjv_documents, write_pile_shards
+    from ih_kedro.science.data.corpus import kjv_documents, write_pile_shards
     from tests.pipelines.test_law_fit import MICRO_TELEMETRY, MICRO_TRAINING, _deep_merge
 
     project = _copy_sources(tmp_path / "project")

@@ -13,8 +13,8 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
-from ih_kedro.science.runtime import configure_runtime
-from ih_kedro.science.tracking import NOTE_TAG, describe_experiment
+from ih_kedro.science.training.runtime import configure_runtime
+from ih_kedro.science.training.tracking import NOTE_TAG, describe_experiment
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class RuntimeEnvironmentHooks:
 
 def _n_layers(preset: Any) -> int:
     """Layers of a preset (a name in the presets file or an inline mapping)."""
-    from ih_kedro.science.models import load_model_presets
+    from ih_kedro.science.training.models import load_model_presets
 
     config = load_model_presets().get(preset) if isinstance(preset, str) else preset
     if not isinstance(config, Mapping):
@@ -132,7 +132,7 @@ class InterruptedRunHooks:
     handlers run last-registered first) and ends the run as ``KILLED`` while the pipeline is still
     running; SIGTERM, by default an exit without exit handlers, becomes ``SystemExit(143)``.
     ``kill -9`` runs nothing: that parent stays ``RUNNING`` until a rerun takes its training runs
-    over and marks it ``KILLED`` (``ih_kedro.science.tracking.reparent_runs``).
+    over and marks it ``KILLED`` (``ih_kedro.science.training.tracking.reparent_runs``).
     """
 
     def __init__(self) -> None:

@@ -13,9 +13,9 @@ from tokenizers import Tokenizer
 from ih_kedro.datasets.packed_tokens import PackedTokensDataset
 from ih_kedro.datasets.pile_shards import PileShardsDataset
 from ih_kedro.datasets.tokenizer import TokenizerDataset
-from ih_kedro.science.corpus import DocumentStream, write_pile_shards
-from ih_kedro.science.packed import PackedTokens
-from ih_kedro.science.tokenization import TokenChunks, train_bpe_tokenizer
+from ih_kedro.science.data.corpus import DocumentStream, write_pile_shards
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.data.tokenization import TokenChunks, train_bpe_tokenizer
 
 
 def test_pile_shards_loads_a_lazy_stream(tmp_path: Path) -> None:

@@ -25,13 +25,13 @@ from ih_kedro.pipelines.bi_induct.nodes import (  # noqa: E402
     evaluate_lm_eval,
     log_lm_eval_to_mlflow,
 )
-from ih_kedro.science.corpus import kjv_documents  # noqa: E402
-from ih_kedro.science.lm_eval_adapter import (  # noqa: E402
+from ih_kedro.science.data.corpus import kjv_documents  # noqa: E402
+from ih_kedro.science.data.tokenization import train_bpe_tokenizer  # noqa: E402
+from ih_kedro.science.evaluation.lm_eval_adapter import (  # noqa: E402
     evaluate_checkpoint_tasks,
     package_tasks_path,
 )
-from ih_kedro.science.models import build_model  # noqa: E402
-from ih_kedro.science.tokenization import train_bpe_tokenizer  # noqa: E402
+from ih_kedro.science.training.models import build_model  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval"
 PARAMS = {"enabled": True, "tasks": ["fixture_mc", "fixture_ll"], "include_path": str(FIXTURES),

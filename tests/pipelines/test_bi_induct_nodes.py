@@ -44,10 +44,10 @@ from ih_kedro.pipelines.bi_induct.nodes import (
     plot_signatures,
     variant_label,
 )
-from ih_kedro.science import lm_eval_adapter
-from ih_kedro.science.bi_induct import RESULT_COLUMNS
-from ih_kedro.science.lm_eval_adapter import SCORE_COLUMNS
-from ih_kedro.science.packed import PackedTokens
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.evaluation import lm_eval_adapter
+from ih_kedro.science.evaluation.bi_induct import RESULT_COLUMNS
+from ih_kedro.science.evaluation.lm_eval_adapter import SCORE_COLUMNS
 
 EOS, SEP = 0, 7
 LOGGER = "ih_kedro.pipelines.bi_induct.nodes"

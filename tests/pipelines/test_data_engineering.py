@@ -23,19 +23,19 @@ from ih_kedro.pipelines.data_engineering.nodes import (
     split_documents,
     train_tokenizer,
 )
-from ih_kedro.science.corpus import (
+from ih_kedro.science.data.corpus import (
     BadInputError,
     DocumentSelection,
     DocumentStream,
     is_held_out,
     kjv_documents,
 )
-from ih_kedro.science.sharded_packing import (
+from ih_kedro.science.data.sharded.packing import (
     ShardedPacking,
     concatenated_sha256,
     write_sharded_tokens,
 )
-from ih_kedro.science.tokenization import TokenChunks, write_packed_tokens
+from ih_kedro.science.data.tokenization import TokenChunks, write_packed_tokens
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ def corpus(tmp_path: Path) -> tuple[Path, list[str]]:
         words[i] = "behold"
     records = [{"text": t, "meta": {"pile_set_name": "KJV"}} for t in texts]
     records += [{"text": texts[5], "meta": {}}, {"text": " ".join(words), "meta": {}}]
-    from ih_kedro.science.corpus import write_pile_shards
+    from ih_kedro.science.data.corpus import write_pile_shards
 
     folder = tmp_path / "raw"
     write_pile_shards(records, folder, docs_per_shard=40)
@@ -122,7 +122,7 @@ def test_invalid_parameters_are_named(corpus, params: dict) -> None:
 
 
 def test_existing_tokenizer_path_is_used(corpus, params: dict, tmp_path: Path) -> None:
-    from ih_kedro.science.tokenization import train_bpe_tokenizer
+    from ih_kedro.science.data.tokenization import train_bpe_tokenizer
 
     tok = train_bpe_tokenizer([random.Random(0).random().hex()] * 5, vocab_size=270)
     tok.save(str(tmp_path / "given.json"))

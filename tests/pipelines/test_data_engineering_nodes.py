@@ -27,15 +27,10 @@ from ih_kedro.pipelines.data_engineering.nodes import (
     split_documents,
     train_tokenizer,
 )
-from ih_kedro.science.corpus import BadInputError, Document, DocumentSelection, DocumentStream
-from ih_kedro.science.packed import PackedTokens
-from ih_kedro.science.sharded_dedup import ExecutorSettings, ShardedSelection
-from ih_kedro.science.telemetry import probes  # noqa: F401  (see below)
-from ih_kedro.science.tokenization import TokenChunks, train_bpe_tokenizer
-
-# ``compact_vocabulary`` imports the telemetry probes (and torch) on first use: importing them
-# here makes that cost part of collection, not of the first compact test (mutmut forks its
-# test runs from a process that has collected this module).
+from ih_kedro.science.data.corpus import BadInputError, Document, DocumentSelection, DocumentStream
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.data.sharded.dedup import ExecutorSettings, ShardedSelection
+from ih_kedro.science.data.tokenization import TokenChunks, train_bpe_tokenizer
 
 LOGGER = "ih_kedro.pipelines.data_engineering.nodes"
 EOS = "<|endoftext|>"

@@ -22,8 +22,8 @@ from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
 from ih_kedro.pipelines.markov.pipeline import EXPERIMENT
-from ih_kedro.science.markov_process import MarkovProcess
-from ih_kedro.science.tokenization import read_packed_tokens
+from ih_kedro.science.data.tokenization import read_packed_tokens
+from ih_kedro.science.data.variants.markov_process import MarkovProcess
 from tests.micro_project import (
     SEQUENTIAL_EXECUTOR,
     base_parameters,

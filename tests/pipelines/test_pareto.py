@@ -19,7 +19,7 @@ from kedro.framework.startup import bootstrap_project
 
 from ih_kedro.pipelines.pareto import nodes
 from ih_kedro.pipelines.pareto.pipeline import EXPERIMENT
-from ih_kedro.science.semi_natural import BigramModel, measure_repetition
+from ih_kedro.science.data.variants.semi_natural import BigramModel, measure_repetition
 from tests.micro_project import (
     SEQUENTIAL_EXECUTOR,
     kedro_run,
@@ -293,9 +293,9 @@ def test_pareto_kedro_run_end_to_end(micro_project: Path) -> None:
 
 def test_realised_batches_match_the_sampler(tmp_path: Path) -> None:
     """``_realised`` measures exactly the batches ``train_run`` draws (same seed and steps)."""
-    from ih_kedro.science.packed import PackedTokens
-    from ih_kedro.science.training import TrainingRunConfig
-    from ih_kedro.science.training_data import sample_batch
+    from ih_kedro.science.data.batches import sample_batch
+    from ih_kedro.science.data.packed import PackedTokens
+    from ih_kedro.science.training.run import TrainingRunConfig
 
     n = 30
     rng = np.random.default_rng(0)

@@ -23,10 +23,14 @@ import pytest
 from scipy.stats import norm
 
 from ih_kedro.pipelines.pareto import nodes
-from ih_kedro.science.packed import COMPACT_VOCABULARY_KEY, PackedTokens
-from ih_kedro.science.semi_natural import BigramModel, estimate_bigram_model, measure_repetition
+from ih_kedro.science.data.batches import sample_batch
+from ih_kedro.science.data.packed import COMPACT_VOCABULARY_KEY, PackedTokens
+from ih_kedro.science.data.variants.semi_natural import (
+    BigramModel,
+    estimate_bigram_model,
+    measure_repetition,
+)
 from ih_kedro.science.statistics import pareto_frontier as pf
-from ih_kedro.science.training_data import sample_batch
 
 TABLE_COLUMNS = ["kind", "name", "frequency", "reliability", "estimate", "se", "ci_low",
                  "ci_high", "n", "budget_factor"]  # fmt: skip

@@ -13,8 +13,8 @@ from ih_kedro.pipelines.telemetry.nodes import (
     make_probe_set,
     plot_head_heatmaps,
 )
-from ih_kedro.science.models import build_model
-from ih_kedro.science.packed import PackedTokens
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.training.models import build_model
 
 VOCAB, CONTEXT = 64, 32
 

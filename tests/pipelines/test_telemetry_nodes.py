@@ -41,7 +41,7 @@ from ih_kedro.pipelines.telemetry.nodes import (
     score_checkpoints,
     sweep_probe_length,
 )
-from ih_kedro.science.packed import PackedTokens
+from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.telemetry.probes import ProbeSet
 from ih_kedro.science.telemetry.probes import make_probe_set as science_probe_set
 

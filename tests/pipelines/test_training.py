@@ -21,9 +21,9 @@ from ih_kedro.pipelines.training.nodes import (
     sweep_probe_length,
     train_sweep,
 )
-from ih_kedro.science.models import build_model
-from ih_kedro.science.packed import PackedTokens
-from ih_kedro.science.training import MANIFEST_COLUMNS, CheckpointStore
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.training.models import build_model
+from ih_kedro.science.training.run import MANIFEST_COLUMNS, CheckpointStore
 
 VOCAB = 64
 

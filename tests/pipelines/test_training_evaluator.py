@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from ih_kedro.pipelines.training.nodes import make_online_evaluator
-from ih_kedro.science.models import build_model
-from ih_kedro.science.packed import PackedTokens
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.training.models import build_model
 from tests.science.telemetry.conftest import VOCAB, build_handset_model
 
 

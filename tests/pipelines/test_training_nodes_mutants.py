@@ -21,7 +21,7 @@ from ih_kedro.pipelines.training.nodes import (
     sweep_probe_length,
     with_variant_data,
 )
-from ih_kedro.science.training import TrainingRunConfig
+from ih_kedro.science.training.run import TrainingRunConfig
 
 
 def grid(**overrides) -> dict:

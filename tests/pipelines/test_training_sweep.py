@@ -22,12 +22,13 @@ import torch
 
 from ih_kedro.pipelines.training import nodes
 from ih_kedro.pipelines.training.nodes import expand_grid, make_online_evaluator, train_sweep
-from ih_kedro.science import sweep
-from ih_kedro.science.packed import PackedTokens
-from ih_kedro.science.sweep import ExecutorConfig, TrackingSpec
+from ih_kedro.science.data import vocabulary
+from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.telemetry import probes, scores
-from ih_kedro.science.tracking import absolute_tracking_uri
-from ih_kedro.science.training import MANIFEST_COLUMNS, CheckpointStore
+from ih_kedro.science.training import sweep
+from ih_kedro.science.training.run import MANIFEST_COLUMNS, CheckpointStore
+from ih_kedro.science.training.sweep import ExecutorConfig, TrackingSpec
+from ih_kedro.science.training.tracking import absolute_tracking_uri
 
 VOCAB = 64
 
@@ -179,7 +180,7 @@ class ProbeRecorder:
 
 def install(monkeypatch: pytest.MonkeyPatch, per_sample: dict[str, torch.Tensor]) -> ProbeRecorder:
     fake = ProbeRecorder(per_sample)
-    monkeypatch.setattr(probes, "frequent_token_pool", fake.frequent_token_pool)
+    monkeypatch.setattr(vocabulary, "frequent_token_pool", fake.frequent_token_pool)
     monkeypatch.setattr(probes, "repeated_token_probes", fake.repeated_token_probes)
     monkeypatch.setattr(scores, "head_pattern_scores", fake.head_pattern_scores)
     return fake

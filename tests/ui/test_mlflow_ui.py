@@ -26,7 +26,7 @@ POPULATE = textwrap.dedent(
     import json, sys
     import mlflow
     from ih_kedro.hooks import EXPERIMENT_DESCRIPTION, kedro_run_description
-    from ih_kedro.science.tracking import NOTE_TAG, MlflowTracker, describe_experiment
+    from ih_kedro.science.training.tracking import NOTE_TAG, MlflowTracker, describe_experiment
 
     client = mlflow.MlflowClient()
     experiment_id = client.create_experiment(

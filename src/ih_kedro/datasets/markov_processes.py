@@ -8,11 +8,11 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from ih_kedro.science.markov_process import MarkovProcess
+from ih_kedro.science.data.variants.markov_process import MarkovProcess
 
 
 class MarkovProcessesDataset(AbstractDataset[Mapping[str, MarkovProcess], dict]):
-    """A folder ``<path>/<name>.npz`` of :class:`~ih_kedro.science.markov_process.MarkovProcess`.
+    """A folder ``<path>/<name>.npz`` of :class:`~ih_kedro.science.data.variants.markov_process.MarkovProcess`.
 
     ``save`` takes ``name -> process`` and replaces the folder's ``.npz`` files (a process
     dropped from the design does not linger). ``load`` returns ``name -> process`` with each

@@ -8,19 +8,19 @@ from typing import Any
 import numpy as np
 from kedro.io import AbstractDataset, DatasetError
 
-from ih_kedro.science.packed import PackedTokens
-from ih_kedro.science.sharded_packing import ShardedPacking, write_sharded_tokens
-from ih_kedro.science.tokenization import TokenChunks, read_packed_tokens, write_packed_tokens
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.data.sharded.packing import ShardedPacking, write_sharded_tokens
+from ih_kedro.science.data.tokenization import TokenChunks, read_packed_tokens, write_packed_tokens
 
 
 class PackedTokensDataset(AbstractDataset[PackedTokens | TokenChunks, PackedTokens]):
     """A packed corpus folder.
 
-    ``load`` returns :class:`~ih_kedro.science.packed.PackedTokens` whose ``tokens`` is a
+    ``load`` returns :class:`~ih_kedro.science.data.packed.PackedTokens` whose ``tokens`` is a
     read-only ``np.memmap``, after checking the SHA-256 recorded in ``meta.json`` (``verify``).
     ``save`` accepts a ``PackedTokens``, a lazy
-    :class:`~ih_kedro.science.tokenization.TokenChunks` (tokenized while it is written, one
-    ``tokens.bin``) or a lazy :class:`~ih_kedro.science.sharded_packing.ShardedPacking`
+    :class:`~ih_kedro.science.data.tokenization.TokenChunks` (tokenized while it is written, one
+    ``tokens.bin``) or a lazy :class:`~ih_kedro.science.data.sharded.packing.ShardedPacking`
     (encoded in parallel tasks into token shards listed in ``meta.json``; loads as one
     array). Packing streams either way. The folder is replaced atomically.
     """

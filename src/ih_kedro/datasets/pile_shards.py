@@ -8,7 +8,7 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from ih_kedro.science.corpus import (
+from ih_kedro.science.data.corpus import (
     Document,
     DocumentStream,
     find_shards,
@@ -22,7 +22,7 @@ EMBEDDED_CORPORA = ("kjv",)
 class PileShardsDataset(AbstractDataset[Iterable[dict[str, Any] | Document], DocumentStream]):
     """A folder of ``*.jsonl`` / ``*.jsonl.zst`` Pile-format shards.
 
-    ``load`` returns a :class:`~ih_kedro.science.corpus.DocumentStream` over the matching
+    ``load`` returns a :class:`~ih_kedro.science.data.corpus.DocumentStream` over the matching
     files (sorted); nothing is read until it is iterated, and every pass re-reads the shards.
     With ``embedded_corpus="kjv"`` and no matching shard in the folder, the embedded King
     James Version is first written there as ``kjv_*.jsonl.zst`` shards. ``save`` writes

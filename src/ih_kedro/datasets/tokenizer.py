@@ -10,7 +10,7 @@ from typing import Any
 from kedro.io import AbstractDataset
 from tokenizers import Tokenizer
 
-from ih_kedro.science.tokenization import load_tokenizer
+from ih_kedro.science.data.tokenization import load_tokenizer
 
 
 class TokenizerDataset(AbstractDataset[Tokenizer, Tokenizer]):

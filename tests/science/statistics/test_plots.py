@@ -24,10 +24,10 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.ticker import NullLocator
 
-from ih_kedro.science.markov_process import MarkovProcess, MarkovSpec
-from ih_kedro.science.statistics.markov_plots import plot_conditions, plot_processes
+from ih_kedro.science.data.variants.markov_process import MarkovProcess, MarkovSpec
 from ih_kedro.science.statistics.pareto_frontier import GrowthFit
-from ih_kedro.science.statistics.pareto_plots import (
+from ih_kedro.science.statistics.plots.markov import plot_conditions, plot_processes
+from ih_kedro.science.statistics.plots.pareto import (
     _edges,
     _frontier,
     _grid,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ih_kedro.science.models import build_model
+from ih_kedro.science.training.models import build_model
 
 VOCAB = 40
 LENGTH = 16

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import torch
 
-from ih_kedro.science.models import build_model
 from ih_kedro.science.telemetry.ablation import (
     _by_layer,
     ablate_heads,
@@ -23,6 +22,7 @@ from ih_kedro.science.telemetry.ablation import (
     random_head_control,
 )
 from ih_kedro.science.telemetry.instrumentation import hook_name, instrument
+from ih_kedro.science.training.models import build_model
 
 N_LAYERS, N_HEADS, VOCAB, T = 2, 3, 11, 6
 # Head (l, h) is worth 2 ** (3 l + h) when its z is alive (not all zero).

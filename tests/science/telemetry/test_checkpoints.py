@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ih_kedro.science.models import build_model
 from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint
+from ih_kedro.science.training.models import build_model
 
 
 def _folder(path: Path, config: bool = True, state: dict | None = None) -> Path:

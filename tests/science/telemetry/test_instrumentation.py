@@ -1,7 +1,6 @@
 import pytest
 import torch
 
-from ih_kedro.science.models import build_model
 from ih_kedro.science.telemetry.instrumentation import (
     ATTENTION_NAME,
     attention_modules,
@@ -11,6 +10,7 @@ from ih_kedro.science.telemetry.instrumentation import (
     output_projection_weights,
     value_weights,
 )
+from ih_kedro.science.training.models import build_model
 
 
 @pytest.mark.parametrize("preset", ["attn-only-2l-d64", "gpt2-tiny", "llama-tiny", "pythia-tiny"])

@@ -7,7 +7,6 @@ import pytest
 import torch
 from torch import nn
 
-from ih_kedro.science.models import build_model
 from ih_kedro.science.telemetry import instrumentation as ins
 from ih_kedro.science.telemetry.instrumentation import (
     Instrumentation,
@@ -20,6 +19,7 @@ from ih_kedro.science.telemetry.instrumentation import (
     norm_is_centering,
     norm_weight,
 )
+from ih_kedro.science.training.models import build_model
 
 
 def _z() -> torch.Tensor:

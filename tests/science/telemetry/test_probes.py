@@ -8,19 +8,11 @@ from ih_kedro.science.telemetry.probes import (
     ProbeSet,
     anti_induction_snippet_probes,
     default_probe_length,
-    frequent_token_pool,
     induction_snippet_probes,
     make_probe_set,
     repeated_token_probes,
     uniform_token_pool,
 )
-
-
-def test_frequent_pool_orders_by_count_and_excludes():
-    tokens = np.array([5, 5, 5, 2, 2, 7, 0, 0, 0, 0], dtype=np.uint16)
-    assert frequent_token_pool(tokens, 10, 3, exclude=(0,)).tolist() == [5, 2, 7]
-    with pytest.raises(ValueError, match="top_k"):
-        frequent_token_pool(tokens, 10, 0)
 
 
 def test_uniform_pool_and_default_length():

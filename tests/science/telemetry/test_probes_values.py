@@ -14,37 +14,12 @@ from ih_kedro.science.telemetry.probes import (
     ProbeSet,
     anti_induction_snippet_probes,
     default_probe_length,
-    frequent_token_pool,
     induction_snippet_probes,
     make_probe_set,
     repeated_token_probes,
     snippet_probes,
     uniform_token_pool,
 )
-
-
-def test_frequent_pool_breaks_ties_by_id_and_drops_unseen_ids():
-    # counts: 0 -> 1, 1 -> 0, 2 -> 2, 3 -> 2, 4 -> 1, 5 -> 0 (ids 1 and 5 never occur)
-    tokens = np.array([3, 2, 4, 3, 0, 2], dtype=np.int32)
-    pool = frequent_token_pool(tokens, 6, 10)
-    assert pool.tolist() == [2, 3, 0, 4]  # count desc, then id asc; unseen ids never returned
-    assert pool.dtype == np.int64
-    assert frequent_token_pool(tokens, 6, 1).tolist() == [2]  # top_k = 1 is allowed
-    assert frequent_token_pool(tokens, 6, 3, exclude=(2,)).tolist() == [3, 0, 4]
-
-
-def test_frequent_pool_reads_a_2d_stream_and_ignores_out_of_range_excludes():
-    tokens = np.array([[1, 1, 1], [0, 2, 2]], dtype=np.uint16)  # a (2, 3) block of the stream
-    assert frequent_token_pool(tokens, 3, 3).tolist() == [1, 2, 0]
-    # Ids outside [0, vocab_size) in exclude are ignored, including vocab_size itself.
-    assert frequent_token_pool(tokens, 3, 3, exclude=(3, -1, 7)).tolist() == [1, 2, 0]
-
-
-def test_frequent_pool_rejects_ids_at_or_above_the_vocabulary():
-    with pytest.raises(ValueError, match="token id 10 is outside the vocabulary of 10"):
-        frequent_token_pool(np.array([0, 10, 3]), 10, 2)
-    assert frequent_token_pool(np.array([9, 9, 3]), 10, 2).tolist() == [9, 3]
-    assert frequent_token_pool(np.array([], dtype=np.int64), 4, 2).tolist() == []
 
 
 def test_uniform_pool_rejects_an_empty_vocabulary_and_ignores_foreign_excludes():

@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 import torch
 
-from ih_kedro.science.models import build_model
 from ih_kedro.science.telemetry.instrumentation import (
     instrument,
     output_projection_weights,
@@ -20,6 +19,7 @@ from ih_kedro.science.telemetry.scores import (
     top_fraction_share,
     uniform_prefix_matching_baseline,
 )
+from ih_kedro.science.training.models import build_model
 
 
 def test_handset_model_scores(handset_model, handset_probes):

@@ -15,7 +15,6 @@ import pytest
 import torch
 from torch import nn
 
-from ih_kedro.science.models import build_model
 from ih_kedro.science.telemetry.instrumentation import hook_name, instrument
 from ih_kedro.science.telemetry.probes import ProbeSet, make_probe_set, uniform_token_pool
 from ih_kedro.science.telemetry.scores import (
@@ -42,6 +41,7 @@ from ih_kedro.science.telemetry.scores import (
     top_heads,
     uniform_prefix_matching_baseline,
 )
+from ih_kedro.science.training.models import build_model
 
 # --------------------------------------------------------------------------- pattern scores
 

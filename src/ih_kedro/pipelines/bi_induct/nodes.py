@@ -1,4 +1,4 @@
-"""Thin Kedro nodes around ``ih_kedro.science.bi_induct``; no file I/O (the catalog does it)."""
+"""Thin Kedro nodes around ``ih_kedro.science.evaluation.bi_induct``; no file I/O (the catalog does it)."""
 
 from __future__ import annotations
 
@@ -17,19 +17,19 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from ih_kedro.science.bi_induct import (  # noqa: E402
+from ih_kedro.science.data.packed import PackedTokens  # noqa: E402
+from ih_kedro.science.data.tokenization import eos_token_id  # noqa: E402
+from ih_kedro.science.data.variants.snippets import SEP_TOKEN  # noqa: E402
+from ih_kedro.science.data.vocabulary import frequent_token_pool  # noqa: E402
+from ih_kedro.science.evaluation.bi_induct import (  # noqa: E402
     check_matched_compute,
     checkpoint_summary,
     evaluate_checkpoint,
     make_eval_set,
     results_table,
 )
-from ih_kedro.science.lm_eval_adapter import SCORE_COLUMNS  # noqa: E402
-from ih_kedro.science.packed import PackedTokens  # noqa: E402
-from ih_kedro.science.snippets import SEP_TOKEN  # noqa: E402
+from ih_kedro.science.evaluation.lm_eval_adapter import SCORE_COLUMNS  # noqa: E402
 from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint  # noqa: E402
-from ih_kedro.science.telemetry.probes import frequent_token_pool  # noqa: E402
-from ih_kedro.science.tokenization import eos_token_id  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -304,7 +304,7 @@ def evaluate_lm_eval(
         return pd.DataFrame(columns=LM_EVAL_COLUMNS)
     if compute_table.empty:
         raise ValueError("bi_induct: the sweep has no runs")
-    from ih_kedro.science.lm_eval_adapter import evaluate_checkpoint_tasks
+    from ih_kedro.science.evaluation.lm_eval_adapter import evaluate_checkpoint_tasks
 
     frames = []
     for run in _runs(sweep_manifest).to_dict("records"):

@@ -21,22 +21,22 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from ih_kedro.science.corpus import BadInputError, DocumentSelection, DocumentStream
-from ih_kedro.science.packed import PackedTokens
-from ih_kedro.science.sharded_dedup import (
+from ih_kedro.science.data.corpus import BadInputError, DocumentSelection, DocumentStream
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.data.sharded.dedup import (
     ExecutorSettings,
     ShardedSelection,
     sharded_deduplicate,
 )
-from ih_kedro.science.sharded_packing import ShardedPacking, sharded_packing_from_selection
-from ih_kedro.science.tokenization import (
+from ih_kedro.science.data.sharded.packing import ShardedPacking, sharded_packing_from_selection
+from ih_kedro.science.data.tokenization import (
     EOS_TOKEN,
     TokenChunks,
     eos_token_id,
     load_tokenizer,
     train_bpe_tokenizer,
 )
-from ih_kedro.science.vocabulary import compact_vocabulary, relabel
+from ih_kedro.science.data.vocabulary import compact_vocabulary, relabel
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def deduplicate_documents(
 ) -> tuple[DocumentSelection, dict[str, Any]]:
     """Exact + MinHash near deduplication of the raw corpus on datatrove's sharded stages.
 
-    Runs :func:`~ih_kedro.science.sharded_dedup.sharded_deduplicate` over the stream's shard
+    Runs :func:`~ih_kedro.science.data.sharded.dedup.sharded_deduplicate` over the stream's shard
     files with the executor of ``executor`` (local, one task per core, by default; Ray or
     Slurm for a cluster). The ingestion counts of every task are merged into the report.
 
@@ -247,7 +247,7 @@ def compact_token_streams(
     """Both streams in the experiment's model vocabulary (``params:<experiment>.vocabulary``).
 
     ``compact: true``: the ``size`` most frequent training tokens, one id for every other type
-    and EOS (:mod:`ih_kedro.science.vocabulary`): models of the synthetic experiments train on
+    and EOS (:mod:`ih_kedro.science.data.vocabulary`): models of the synthetic experiments train on
     data that emits only those tokens, and their unembedding shrinks to ``size + 2`` rows.
     ``compact: false``: the streams as they are (the tokenizer's vocabulary).
     """

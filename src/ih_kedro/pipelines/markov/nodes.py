@@ -1,6 +1,6 @@
 """``markov`` nodes: design the processes, plan the variant data, judge the conditions.
 
-Thin wrappers around :mod:`ih_kedro.science.markov_process`, :mod:`ih_kedro.science.markov_data`
+Thin wrappers around :mod:`ih_kedro.science.data.variants.markov_process`, :mod:`ih_kedro.science.data.variants.markov`
 and :mod:`ih_kedro.science.statistics.markov_verdicts`; the catalog does all file I/O except the
 optional read of the pareto experiment's frontier table (a path parameter: a fresh clone has
 none, and then the near-frontier level falls back to its parameter).
@@ -19,16 +19,21 @@ import pandas as pd
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
 
-from ih_kedro.science.markov_data import VARIANT, markov_sequences, resolve_levels, state_token_ids
-from ih_kedro.science.markov_process import MarkovProcess, MarkovSpec, design_process
-from ih_kedro.science.packed import PackedTokens
-from ih_kedro.science.statistics.markov_plots import plot_conditions, plot_processes
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.data.variants.markov import (
+    VARIANT,
+    markov_sequences,
+    resolve_levels,
+    state_token_ids,
+)
+from ih_kedro.science.data.variants.markov_process import MarkovProcess, MarkovSpec, design_process
 from ih_kedro.science.statistics.markov_verdicts import (
     condition_table,
     emergence_status,
     judge_claims,
     verdict_summary,
 )
+from ih_kedro.science.statistics.plots.markov import plot_conditions, plot_processes
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +234,7 @@ def build_conditions(
 def _realised_repetition(
     process: MarkovProcess, level: Mapping[str, Any], width: int, n: int = 512
 ) -> dict[str, float]:
-    from ih_kedro.science.semi_natural import measure_repetition
+    from ih_kedro.science.data.variants.semi_natural import measure_repetition
 
     sample = markov_sequences(
         process,

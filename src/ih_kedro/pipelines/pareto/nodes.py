@@ -1,6 +1,6 @@
 """Nodes of the ``pareto`` experiment: the bigram model, the cell table, the frontier, figures.
 
-Pure functions over catalog data; the science lives in ``ih_kedro.science.semi_natural`` and
+Pure functions over catalog data; the science lives in ``ih_kedro.science.data.variants.semi_natural`` and
 ``ih_kedro.science.statistics.pareto_frontier`` / ``pareto_plots``.
 """
 
@@ -15,8 +15,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from ih_kedro.science.packed import PackedTokens
-from ih_kedro.science.semi_natural import (
+from ih_kedro.science.data.batches import sample_batch
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.data.variants.semi_natural import (
     VARIANT,
     BigramModel,
     check_repetition,
@@ -24,8 +25,7 @@ from ih_kedro.science.semi_natural import (
     measure_repetition,
 )
 from ih_kedro.science.statistics import pareto_frontier as pf
-from ih_kedro.science.statistics.pareto_plots import plot_frontier_heatmap, plot_sstar_vs_distance
-from ih_kedro.science.training_data import sample_batch
+from ih_kedro.science.statistics.plots.pareto import plot_frontier_heatmap, plot_sstar_vs_distance
 
 logger = logging.getLogger(__name__)
 

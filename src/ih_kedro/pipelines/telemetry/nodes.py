@@ -19,14 +19,14 @@ import seaborn as sns  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 from transformers import AutoConfig  # noqa: E402
 
-from ih_kedro.science.packed import PackedTokens  # noqa: E402
+from ih_kedro.science.data.packed import PackedTokens  # noqa: E402
+from ih_kedro.science.data.vocabulary import frequent_token_pool  # noqa: E402
 from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint  # noqa: E402
 from ih_kedro.science.telemetry.emergence import validate_min_layers  # noqa: E402
 from ih_kedro.science.telemetry.probes import (  # noqa: E402
     REFERENCE_PROBE_LENGTH,
     ProbeSet,
     default_probe_length,
-    frequent_token_pool,
     uniform_token_pool,
 )
 from ih_kedro.science.telemetry.probes import make_probe_set as build_probe_set  # noqa: E402

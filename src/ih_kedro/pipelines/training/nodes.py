@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ih_kedro.science.packed import PackedTokens
-from ih_kedro.science.training import (
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.training.run import (
     MANIFEST_COLUMNS,
     CheckpointStore,
     TrainingRunConfig,
@@ -255,7 +255,8 @@ def make_online_evaluator(
     head gated to every other position (for a one-layer model "layer1" is layer 0's best).
     ``options["metric"]`` picks which of them the early stop watches (:func:`online_metric_key`).
     """
-    from ih_kedro.science.telemetry.probes import frequent_token_pool, repeated_token_probes
+    from ih_kedro.science.data.vocabulary import frequent_token_pool
+    from ih_kedro.science.telemetry.probes import repeated_token_probes
     from ih_kedro.science.telemetry.scores import head_pattern_scores
 
     online_metric_key(options)  # an unknown metric fails here, before any training
@@ -324,13 +325,13 @@ def train_sweep(
     upstream node produced for the data variant, e.g. the path of a saved bigram model; it
     makes that node a real dependency of the sweep. All configs are validated before the first
     step. ``params["executor"]`` says where the runs execute
-    (:class:`~ih_kedro.science.sweep.ExecutorConfig`: Ray tasks by default, or
+    (:class:`~ih_kedro.science.training.sweep.ExecutorConfig`: Ray tasks by default, or
     ``kind: sequential`` in this process). Each run is an MLflow run nested under the active
     run (``params["mlflow"]``, default on). Returns the ``sweep_manifest``: one row per run with
     the columns of docs/architecture.md. Raises ``SweepFailedError`` naming the runs that
     failed (after the others finished).
     """
-    from ih_kedro.science.sweep import ExecutorConfig, TrackingSpec, run_sweep
+    from ih_kedro.science.training.sweep import ExecutorConfig, TrackingSpec, run_sweep
 
     configs = with_variant_data(expand_grid(params), variant_data)
     for config in configs:
@@ -348,7 +349,7 @@ def train_sweep(
     if params.get("mlflow", True):
         import mlflow
 
-        from ih_kedro.science.tracking import absolute_tracking_uri
+        from ih_kedro.science.training.tracking import absolute_tracking_uri
 
         active = mlflow.active_run()
         tracking = TrackingSpec(

