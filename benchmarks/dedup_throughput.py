@@ -20,8 +20,10 @@ from pathlib import Path
 import psutil
 import yaml
 
-from ih_kedro.science.data.corpus import iter_pile_documents, write_embedded_corpus
-from ih_kedro.science.data.sharded.dedup import ExecutorSettings, sharded_deduplicate
+from ih_kedro.science.data.corpus import iter_pile_documents
+from ih_kedro.science.data.embedded_corpus import write_embedded_corpus
+from ih_kedro.science.data.sharded.dedup import sharded_deduplicate
+from ih_kedro.science.data.sharded.executor import ExecutorSettings
 
 PARAMS = Path(__file__).resolve().parents[1] / "conf/base/parameters_data_engineering.yml"
 

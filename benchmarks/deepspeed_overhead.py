@@ -17,8 +17,8 @@ import time
 
 import torch
 
+from ih_kedro.science.training.distributed import init_distributed, skip_allreduce_in_world_of_one
 from ih_kedro.science.training.models import build_model
-from ih_kedro.science.training.run import init_distributed, skip_allreduce_in_world_of_one
 
 MODELS = {
     "attn-only-2l-d128": "attn-only-2l-d128",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from ih_kedro.pipelines.training.nodes import expand_grid
+from ih_kedro.science.training.grid import expand_grid
 from ih_kedro.science.training.models import build_model, training_flops_per_token
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ import yaml
 
 from ih_kedro.pipelines.training.nodes import train_sweep
 from ih_kedro.science.data.tokenization import read_packed_tokens
-from ih_kedro.science.training.run import CheckpointStore
+from ih_kedro.science.training.checkpoints import CheckpointStore
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -31,10 +31,13 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from ih_kedro.science.data.corpus import is_held_out, iter_pile_documents, kjv_documents
+from ih_kedro.science.data.corpus import iter_pile_documents
 from ih_kedro.science.data.corpus import write_pile_shards as write_shards
-from ih_kedro.science.data.sharded.dedup import ExecutorSettings, sharded_deduplicate
+from ih_kedro.science.data.embedded_corpus import kjv_documents
+from ih_kedro.science.data.sharded.dedup import sharded_deduplicate
+from ih_kedro.science.data.sharded.executor import ExecutorSettings
 from ih_kedro.science.data.sharded.packing import ShardedPacking, write_sharded_tokens
+from ih_kedro.science.data.split import is_held_out
 from ih_kedro.science.data.tokenization import train_bpe_tokenizer
 
 

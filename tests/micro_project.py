@@ -20,7 +20,8 @@ from typing import Any
 
 import yaml
 
-from ih_kedro.science.data.corpus import kjv_documents, write_pile_shards
+from ih_kedro.science.data.corpus import write_pile_shards
+from ih_kedro.science.data.embedded_corpus import kjv_documents
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,13 +22,10 @@ import pytest
 import yaml
 
 from ih_kedro.hooks import RuntimeEnvironmentHooks
-from ih_kedro.science.statistics.emergence_law import (
-    fit_emergence_law,
-    fit_summary_dict,
-    predict_emergence,
-)
+from ih_kedro.science.statistics.emergence_law import fit_emergence_law
+from ih_kedro.science.statistics.emergence_prediction import fit_summary_dict, predict_emergence
+from ih_kedro.science.training.checkpoints import CheckpointStore
 from ih_kedro.science.training.models import build_model
-from ih_kedro.science.training.run import CheckpointStore
 from tests.micro_project import deep_merge, write_local_parameters
 from tests.pipelines.test_law_fit import (  # noqa: F401 - fixtures
     MICRO_TELEMETRY,

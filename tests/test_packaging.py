@@ -76,7 +76,7 @@ def test_wheel_carries_every_package_file(wheel: Path, tmp_path: Path) -> None:
         archive.extractall(tmp_path / "site")
     expected = _package_files()
     # The data files are the point: a wheel without them fails in build_model.
-    assert "ih_kedro/science/model_presets.yml" in expected
+    assert "ih_kedro/science/training/model_presets.yml" in expected
     assert names == expected
 
     # The packaged code reads its presets from the wheel (importlib.resources), not the source.
@@ -99,14 +99,15 @@ def test_wheel_carries_every_package_file(wheel: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded["file"] == str(tmp_path / "site" / "ih_kedro" / "__init__.py")
-    presets = yaml.safe_load((PACKAGE / "science" / "model_presets.yml").read_text())
+    presets = yaml.safe_load((PACKAGE / "science" / "training" / "model_presets.yml").read_text())
     assert loaded["presets"] == sorted(presets)
 
 
 @pytest.mark.slow
 def test_kedro_package_runs_law_fit_from_the_installed_wheel(tmp_path: Path) -> None:
     from ih_kedro.pipelines.law_fit.pipeline import EXPERIMENT
-    from ih_kedro.science.data.corpus import kjv_documents, write_pile_shards
+    from ih_kedro.science.data.corpus import write_pile_shards
+    from ih_kedro.science.data.embedded_corpus import kjv_documents
     from tests.pipelines.test_law_fit import MICRO_TELEMETRY, MICRO_TRAINING, _deep_merge
 
     project = _copy_sources(tmp_path / "project")

@@ -10,11 +10,8 @@ import pandas as pd
 import pytest
 
 from ih_kedro.predict import main
-from ih_kedro.science.statistics.emergence_law import (
-    fit_emergence_law,
-    fit_summary_dict,
-    predict_emergence,
-)
+from ih_kedro.science.statistics.emergence_law import fit_emergence_law
+from ih_kedro.science.statistics.emergence_prediction import fit_summary_dict, predict_emergence
 
 
 @pytest.fixture()

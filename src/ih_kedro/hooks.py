@@ -51,7 +51,7 @@ def validate_experiment_designs(parameters: Mapping[str, Any], node_names: list[
     """Check the telemetry/statistics layer options of every experiment the pipeline runs
     against the smallest model of its training grid (``min_layer`` beyond the model fails
     here, before any training, naming the parameter)."""
-    from ih_kedro.science.telemetry.emergence import validate_min_layers
+    from ih_kedro.science.telemetry.emergence_table import validate_min_layers
 
     blocks: list[tuple[str, Mapping[str, Any]]] = []
     if "train_sweep" in node_names:  # the un-namespaced stage pipelines

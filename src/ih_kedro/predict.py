@@ -18,7 +18,7 @@ import logging
 import sys
 from pathlib import Path
 
-from ih_kedro.science.statistics.emergence_law import predict_emergence
+from ih_kedro.science.statistics.emergence_prediction import predict_emergence
 
 DEFAULT_SUMMARY = Path("data/08_reporting/law_fit/law_fit_summary.json")
 

@@ -16,9 +16,9 @@ import pytest
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
-from ih_kedro.pipelines.bi_induct.nodes import matched_compute, variant_label
+from ih_kedro.pipelines.bi_induct.nodes import matched_compute
 from ih_kedro.pipelines.bi_induct.pipeline import EXPERIMENT
-from ih_kedro.science.evaluation.bi_induct import MatchedComputeError
+from ih_kedro.science.evaluation.bi_induct import MatchedComputeError, variant_label
 from tests.micro_project import (
     SEQUENTIAL_EXECUTOR,
     base_parameters,

@@ -25,7 +25,7 @@ from ih_kedro.pipelines.bi_induct.nodes import (  # noqa: E402
     evaluate_lm_eval,
     log_lm_eval_to_mlflow,
 )
-from ih_kedro.science.data.corpus import kjv_documents  # noqa: E402
+from ih_kedro.science.data.embedded_corpus import kjv_documents  # noqa: E402
 from ih_kedro.science.data.tokenization import train_bpe_tokenizer  # noqa: E402
 from ih_kedro.science.evaluation.lm_eval_adapter import (  # noqa: E402
     evaluate_checkpoint_tasks,

@@ -1,9 +1,10 @@
 """The bi_induct nodes checked through exact values (mutation-testing kills).
 
-Run-name parsing, the matched-compute table, the separator check, ``evaluate_runs`` (parameter
-reading, eval-set caching per context, checkpoint thinning, the tidy rows and finals) with the
-science stubbed out, the results-table options, the figures through the data they plot, and what
-goes to MLflow (a recording stand-in for ``mlflow``). No model is built or trained.
+The matched-compute node, the separator check, ``evaluate_runs`` (parameter reading, eval-set
+caching per context, checkpoint thinning, the tidy rows and finals) with the science stubbed
+out, the results-table options, what the figure nodes hand to the science (run names, figures:
+``tests/science``) and what goes to MLflow (a recording stand-in for ``mlflow``). No model is
+built or trained.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -28,10 +28,8 @@ from ih_kedro.pipelines.bi_induct.nodes import (
     CHECKPOINT_COLUMNS,
     LM_EVAL_COLUMNS,
     MLFLOW_BATCH,
-    _empty,
     _lm_eval_metric,
     _log_in_batches,
-    _runs,
     _sep_id,
     build_results_table,
     evaluate_lm_eval,
@@ -42,7 +40,6 @@ from ih_kedro.pipelines.bi_induct.nodes import (
     plot_ablation_over_training,
     plot_perplexity_gap,
     plot_signatures,
-    variant_label,
 )
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.evaluation import lm_eval_adapter
@@ -72,31 +69,6 @@ def _messages(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
 
 
 # ------------------------------------------------------------------ run names, matched compute
-
-
-def test_variant_label_is_the_middle_of_the_run_name() -> None:
-    assert variant_label(_run("llama-tiny", 4, 48, "rev_s_x", 12)) == "rev_s_x"
-    assert variant_label(_run("p", 16, 128, "n", 0)) == "n"
-
-
-@pytest.mark.parametrize(
-    "name",
-    ["q_B4_C48_lab_s0", "p_B4_C48_lab_s1", "p_B5_C48_lab_s0", "p_B4_C49_lab_s0", "p_B4_C48_lab"],
-)
-def test_variant_label_rejects_a_name_off_the_pattern(name: str) -> None:
-    run = {"run_name": name, "preset": "p", "batch_size": 4, "context_length": 48, "seed": 0}
-    with pytest.raises(ValueError) as error:
-        variant_label(run)
-    assert str(error.value) == (
-        f"sweep_manifest: run name {name!r} does not follow p_B4_C48_<label>_s0"
-    )
-
-
-def test_runs_adds_the_variant_to_a_copy() -> None:
-    manifest = pd.DataFrame([_run("p", 2, 8, "natural", 0), _run("p", 2, 8, "snip", 1)])
-    runs = _runs(manifest)
-    assert list(runs["variant"]) == ["natural", "snip"]
-    assert "variant" not in manifest.columns
 
 
 def _compute_manifest() -> pd.DataFrame:
@@ -385,170 +357,41 @@ def test_build_results_table_with_the_real_table() -> None:
 # -------------------------------------------------------------------------------- figures
 
 
-def _lines(ax: plt.Axes) -> dict[str, tuple[list, list]]:
-    return {line.get_label(): (list(line.get_xdata()), list(line.get_ydata()))
-            for line in ax.get_lines() if not line.get_label().startswith("_")}  # fmt: skip
+def test_figure_nodes_hand_labelled_runs_and_the_baseline_to_the_science(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[tuple[Any, ...]] = []
 
+    def signatures(scores: pd.DataFrame, runs: pd.DataFrame) -> str:
+        seen.append(("signatures", scores, runs))
+        return "signatures figure"
 
-def _legend(ax: plt.Axes) -> list[str] | None:
-    legend = ax.get_legend()
-    return None if legend is None else [t.get_text() for t in legend.get_texts()]
+    def ablation(metrics: pd.DataFrame) -> str:
+        seen.append(("ablation", metrics))
+        return "ablation figure"
 
+    def gap(metrics: pd.DataFrame, baseline: str) -> str:
+        seen.append(("gap", metrics, baseline))
+        return "gap figure"
 
-def test_empty_figure_shows_the_message() -> None:
-    fig = _empty("nothing here")
-    (ax,) = fig.axes
-    (text,) = ax.texts
-    assert text.get_text() == "nothing here" and text.get_position() == (0.5, 0.5)
-    assert (text.get_ha(), text.get_va()) == ("center", "center")
-    assert not ax.axison
-    assert tuple(fig.get_size_inches()) == (6.0, 2.0)
-    plt.close(fig)
-
-
-def _head_scores() -> pd.DataFrame:
-    rows = []
-
-    def add(run: str, step: int, metric: str, layer: int, head: int, value: float) -> None:
-        rows.append({"run_name": run, "step": step, "tokens_seen": 10.0 * step, "metric": metric,
-                     "layer": layer, "head": head, "value": value})  # fmt: skip
-
-    for run, offset in (("pa_B2_C8_nat_s0", 0.0), ("pa_B2_C8_nat_s1", 0.2),
-                        ("pa_B2_C8_snip_s0", 0.4)):  # fmt: skip
-        for step in (1, 2):
-            for metric in ("prefix_matching", "induction_induction_snippet",
-                           "anti_induction_anti_induction_snippet"):  # fmt: skip
-                add(run, step, metric, 1, 0, offset + 0.1 * step)
-                add(run, step, metric, 1, 1, offset + 0.05 * step)
-                add(run, step, metric, 2, 0, offset)
-                add(run, step, metric, 0, 0, 0.99)  # layer 0: never the best
-            add(run, step, "anti_induction", 2, 0, 0.97)  # another metric: not plotted
-    add("pb_B2_C8_nat_s0", 3, "prefix_matching", 1, 0, 0.5)
-    return pd.DataFrame(rows)
-
-
-def _signature_manifest() -> pd.DataFrame:
-    return pd.DataFrame([_run("pa", 2, 8, "nat", 0), _run("pa", 2, 8, "nat", 1),
-                         _run("pa", 2, 8, "snip", 0), _run("pb", 2, 8, "nat", 0)])  # fmt: skip
-
-
-def test_plot_signatures_best_head_mean_over_seeds() -> None:
-    fig = plot_signatures(_head_scores(), _signature_manifest())
-    axes = np.array(fig.axes).reshape(2, 3)
-    assert tuple(fig.get_size_inches()) == pytest.approx((12.6, 6.4))
-    titles = ["induction (repeated probes)", "induction (S SEP S)", "anti-induction (S SEP rev S)"]
-    for row, preset in enumerate(("pa", "pb")):
-        for col, title in enumerate(titles):
-            ax = axes[row, col]
-            assert ax.get_title() == f"{preset}: {title}"
-            assert ax.get_xlabel() == "tokens seen"
-            assert ax.get_ylabel() == "best head score (layers >= 1)"
-            assert ax.get_ylim() == (0.0, 1.0)
-            assert _legend(ax) == (["nat", "snip"] if (row, col) == (0, 0) else None)
-    for col in range(3):  # nat: mean of 0.1 step and 0.2 + 0.1 step; snip: 0.4 + 0.1 step
-        lines = _lines(axes[0, col])
-        assert list(lines) == ["nat", "snip"]
-        assert lines["nat"][0] == [10.0, 20.0] and lines["snip"][0] == [10.0, 20.0]
-        assert lines["nat"][1] == pytest.approx([0.2, 0.3])
-        assert lines["snip"][1] == pytest.approx([0.5, 0.6])
-    assert _lines(axes[1, 0]) == {"nat": ([30.0], [0.5])}
-    assert _lines(axes[1, 1]) == {} and _lines(axes[1, 2]) == {}
-    plt.close(fig)
-
-
-def test_plot_signatures_one_preset_and_nothing_to_plot() -> None:
-    scores = _head_scores()
-    fig = plot_signatures(scores[scores["run_name"] == "pb_B2_C8_nat_s0"], _signature_manifest())
-    assert len(fig.axes) == 3 and _lines(fig.axes[0]) == {"nat": ([30.0], [0.5])}
-    plt.close(fig)
-    for empty in (scores[scores["layer"] == 0], scores[scores["metric"] == "anti_induction"]):
-        fig = plot_signatures(empty, _signature_manifest())
-        assert [t.get_text() for t in fig.axes[0].texts] == ["no head scores"]
-        plt.close(fig)
-
-
-def _checkpoint_metrics() -> pd.DataFrame:
-    rows = []
-    for preset, variant, seed, run in (("pa", "natural", 0, "n0"), ("pa", "natural", 1, "n1"),
-                                       ("pa", "snip", 0, "s0"), ("pa", "anti", 0, "a0"),
-                                       ("pb", "snip", 0, "t0")):  # fmt: skip
-        for step in (1, 2):
-            values = {"perplexity": 10.0 * step + seed + (variant == "snip") * 2,
-                      "ablation_excess_probe_zero": 0.1 * step + seed,
-                      "ablation_excess_icl_zero": 0.3 + seed,
-                      "ablation_drop_icl_zero": 0.9, "icl_score": -1.0}  # fmt: skip
-            if variant == "anti":
-                del values["ablation_excess_icl_zero"], values["perplexity"]
-            if variant == "snip" and preset == "pa":
-                del values["ablation_excess_probe_zero"]
-            for metric, value in values.items():
-                rows.append({"run_name": run, "preset": preset, "variant": variant,
-                             "seed": seed, "step": step, "tokens_seen": 100.0 * step,
-                             "metric": metric, "value": value})  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def _check_axes(ax: plt.Axes, title: str, ylabel: str) -> None:
-    assert ax.get_title() == title and ax.get_xlabel() == "tokens seen"
-    assert ax.get_ylabel() == ylabel
-    zero = ax.get_lines()[-1]  # the reference line at 0, drawn after the curves
-    assert list(zero.get_ydata()) == [0, 0] and zero.get_label().startswith("_")
-
-
-def test_plot_ablation_over_training_excess_per_variant() -> None:
-    fig = plot_ablation_over_training(_checkpoint_metrics())
-    axes = np.array(fig.axes).reshape(2, 2)
-    assert tuple(fig.get_size_inches()) == pytest.approx((8.4, 6.4))
-    ylabel = "relative drop, top heads - control"
-    for row, preset in enumerate(("pa", "pb")):
-        for col, metric in enumerate(("ablation_excess_icl_zero", "ablation_excess_probe_zero")):
-            _check_axes(axes[row, col], f"{preset}: {metric}", ylabel)
-    # natural: mean over seeds 0 and 1 (+ seed); anti has no icl excess, snip (pa) no probe.
-    icl = _lines(axes[0, 0])
-    assert list(icl) == ["natural", "snip"]
-    assert icl["natural"][0] == [100.0, 200.0] and icl["snip"][0] == [100.0, 200.0]
-    assert icl["natural"][1] == pytest.approx([0.8, 0.8])
-    assert icl["snip"][1] == pytest.approx([0.3, 0.3])
-    probe = _lines(axes[0, 1])
-    assert list(probe) == ["anti", "natural"]
-    assert probe["anti"][1] == pytest.approx([0.1, 0.2])
-    assert probe["natural"][1] == pytest.approx([0.6, 0.7])
-    assert _lines(axes[1, 1])["snip"][1] == pytest.approx([0.1, 0.2])
-    assert _legend(axes[0, 0]) == ["natural", "snip"] and _legend(axes[0, 1]) is None
-    assert _legend(axes[1, 0]) is None
-    plt.close(fig)
-    fig = plot_ablation_over_training(_checkpoint_metrics().query("metric == 'perplexity'"))
-    assert [t.get_text() for t in fig.axes[0].texts] == ["no checkpoint metrics"]
-    plt.close(fig)
-
-
-@pytest.mark.filterwarnings("ignore:No artists with labels found to put in legend")
-def test_plot_perplexity_gap_against_the_baseline() -> None:
-    metrics = _checkpoint_metrics()
-    fig = plot_perplexity_gap(metrics, {})
-    axes = np.array(fig.axes).reshape(2, 1)
-    _check_axes(axes[0, 0], "pa: perplexity", "perplexity - natural")
-    _check_axes(axes[1, 0], "pb: perplexity", "perplexity - natural")
-    # natural's mean is 10 step + 0.5; snip's 10 step + 2; no natural run in pb: no line.
-    assert _lines(axes[0, 0]) == {"natural": ([100.0, 200.0], [0.0, 0.0]),
-                                  "snip": ([100.0, 200.0], [1.5, 1.5])}  # fmt: skip
-    assert _lines(axes[1, 0]) == {}
-    assert _legend(axes[0, 0]) == ["natural", "snip"]
-    plt.close(fig)
-    # Another baseline; the curve keeps its own checkpoints (the baseline's is reindexed to them).
-    metrics = metrics[~((metrics["variant"] == "natural") & (metrics["step"] == 2))]
-    fig = plot_perplexity_gap(metrics, {"results": {"baseline_variant": "snip"}})
-    (ax,) = fig.axes[:1]
-    assert ax.get_ylabel() == "perplexity - snip"
-    lines = _lines(ax)
-    assert lines["snip"] == ([100.0, 200.0], [0.0, 0.0])
-    assert lines["natural"][0] == [100.0] and lines["natural"][1] == [-1.5]
-    assert _lines(fig.axes[1]) == {"snip": ([100.0, 200.0], [0.0, 0.0])}
-    plt.close(fig)
-    # One preset, one metric: still a grid (squeeze=False).
-    fig = plot_perplexity_gap(metrics[metrics["preset"] == "pb"], {"results": {}})
-    assert len(fig.axes) == 1 and _lines(fig.axes[0]) == {}
-    plt.close(fig)
+    for name, fake in (("plot_signatures", signatures), ("plot_ablation_over_training", ablation),
+                       ("plot_perplexity_gap", gap)):  # fmt: skip
+        monkeypatch.setattr(nodes.bi_induct_plots, name, fake)
+    scores, metrics = pd.DataFrame({"x": [1]}), pd.DataFrame({"y": [2]})
+    manifest = pd.DataFrame([_run("p", 2, 8, "natural", 0), _run("p", 2, 8, "snip", 1)])
+    assert plot_signatures(scores, manifest) == "signatures figure"
+    ((_, got_scores, runs),) = seen
+    assert got_scores is scores and list(runs["variant"]) == ["natural", "snip"]
+    assert "variant" not in manifest.columns
+    assert plot_ablation_over_training(metrics) == "ablation figure"
+    assert seen[1][0] == "ablation" and seen[1][1] is metrics
+    seen.clear()
+    for params in ({}, {"results": {}}, {"results": {"baseline_variant": "snip"}}):
+        assert plot_perplexity_gap(metrics, params) == "gap figure"
+    assert [call[2] for call in seen] == ["natural", "natural", "snip"]
+    assert all(call[1] is metrics for call in seen)
+    with pytest.raises(ValueError, match="does not follow p_B2_C8_<label>_s0"):
+        plot_signatures(scores, manifest.assign(run_name="p_B2_C8_x"))
 
 
 # ------------------------------------------------------------------------------------ MLflow

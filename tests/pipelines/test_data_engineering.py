@@ -23,18 +23,14 @@ from ih_kedro.pipelines.data_engineering.nodes import (
     split_documents,
     train_tokenizer,
 )
-from ih_kedro.science.data.corpus import (
-    BadInputError,
-    DocumentSelection,
-    DocumentStream,
-    is_held_out,
-    kjv_documents,
-)
+from ih_kedro.science.data.corpus import BadInputError, DocumentSelection, DocumentStream
+from ih_kedro.science.data.embedded_corpus import kjv_documents
 from ih_kedro.science.data.sharded.packing import (
     ShardedPacking,
     concatenated_sha256,
     write_sharded_tokens,
 )
+from ih_kedro.science.data.split import is_held_out
 from ih_kedro.science.data.tokenization import TokenChunks, write_packed_tokens
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

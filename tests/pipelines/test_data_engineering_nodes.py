@@ -29,7 +29,8 @@ from ih_kedro.pipelines.data_engineering.nodes import (
 )
 from ih_kedro.science.data.corpus import BadInputError, Document, DocumentSelection, DocumentStream
 from ih_kedro.science.data.packed import PackedTokens
-from ih_kedro.science.data.sharded.dedup import ExecutorSettings, ShardedSelection
+from ih_kedro.science.data.sharded.dedup import ShardedSelection
+from ih_kedro.science.data.sharded.executor import ExecutorSettings
 from ih_kedro.science.data.tokenization import TokenChunks, train_bpe_tokenizer
 
 LOGGER = "ih_kedro.pipelines.data_engineering.nodes"

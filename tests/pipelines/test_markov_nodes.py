@@ -37,7 +37,7 @@ from ih_kedro.pipelines.markov.nodes import (
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.data.variants.markov import markov_sequences
 from ih_kedro.science.data.variants.markov_process import MarkovProcess, MarkovSpec
-from ih_kedro.science.data.variants.semi_natural import measure_repetition
+from ih_kedro.science.data.variants.repetition_stats import measure_repetition
 from ih_kedro.science.statistics.markov_verdicts import judge_claims
 
 ALL_DEFAULTS = {

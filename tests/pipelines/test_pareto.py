@@ -19,7 +19,8 @@ from kedro.framework.startup import bootstrap_project
 
 from ih_kedro.pipelines.pareto import nodes
 from ih_kedro.pipelines.pareto.pipeline import EXPERIMENT
-from ih_kedro.science.data.variants.semi_natural import BigramModel, measure_repetition
+from ih_kedro.science.data.variants.bigram_model import BigramModel
+from ih_kedro.science.statistics import pareto_cells
 from tests.micro_project import (
     SEQUENTIAL_EXECUTOR,
     kedro_run,
@@ -239,7 +240,7 @@ def test_pareto_kedro_run_end_to_end(micro_project: Path) -> None:
 
     cells = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "cell_table.parquet")
     assert sorted(zip(cells["frequency"], cells["reliability"], strict=True)) == CELLS
-    assert list(cells.columns) == list(nodes.CELL_COLUMNS)
+    assert list(cells.columns) == list(pareto_cells.CELL_COLUMNS)
     # Realised knobs measured on the runs' own batches: within 4 SE of the targets.
     assert (
         (cells["realised_frequency"] - cells["frequency"]).abs()
@@ -289,50 +290,3 @@ def test_pareto_kedro_run_end_to_end(micro_project: Path) -> None:
         assert len(nested) >= len(CELLS)
     finally:
         mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
-
-
-def test_realised_batches_match_the_sampler(tmp_path: Path) -> None:
-    """``_realised`` measures exactly the batches ``train_run`` draws (same seed and steps)."""
-    from ih_kedro.science.data.batches import sample_batch
-    from ih_kedro.science.data.packed import PackedTokens
-    from ih_kedro.science.training.run import TrainingRunConfig
-
-    n = 30
-    rng = np.random.default_rng(0)
-    model = BigramModel(
-        transition=rng.random((n, n)), initial=np.ones(n), token_ids=np.arange(n) + 5,
-        counts=np.zeros((n, n), dtype=np.int64), smoothing=0.0, other_bucket=False, vocab_size=64,
-    )  # fmt: skip
-    path = model.save(tmp_path / "m.npz")
-    packed = PackedTokens(
-        tokens=np.arange(500, dtype=np.uint16) % 64, vocab_size=64, eos_token_id=0,
-        checksum="x", meta={},
-    )  # fmt: skip
-    config = TrainingRunConfig(
-        run_name="r", preset="attn-only-2l-d128", batch_size=16, context_length=20, seed=3,
-        data_variant="semi_natural", variant_options={"frequency": 0.4, "reliability": 0.7},
-    )  # fmt: skip
-    stats = nodes._realised(packed, config, {"model_path": str(path)}, 3)
-    options = {"model_path": str(path), "frequency": 0.4, "reliability": 0.7}
-    batches = np.concatenate([
-        sample_batch(packed.tokens, 16, 20, 3, s, data_variant="semi_natural",
-                     variant_options=options).tokens.numpy()
-        for s in range(3)
-    ])  # fmt: skip
-    assert stats == measure_repetition(batches)
-    assert stats.n_sequences == 48
-
-
-def test_cell_aggregates_take_sstar_from_the_seeds_that_formed_only():
-    rows = [  # (f, r, seed, formed, step): censored rows carry the budget as their step
-        (0.5, 1.0, 0, 1.0, 1500.0), (0.5, 1.0, 1, 0.0, 2000.0), (0.5, 1.0, 2, 1.0, 1700.0),
-        (1.0, 1.0, 0, 0.0, 2000.0), (1.0, 1.0, 1, 0.0, 2000.0),
-    ]  # fmt: skip
-    table = pd.DataFrame(rows, columns=["frequency", "reliability", "seed", "formed", "step"])
-    table["run_name"] = [f"run{i}" for i in range(len(table))]
-    cells = nodes.aggregate_cells(table).set_index(["frequency", "reliability"])
-    assert cells.loc[(0.5, 1.0), "n_seeds"] == 3
-    assert cells.loc[(0.5, 1.0), "formed_share"] == pytest.approx(2 / 3)
-    assert cells.loc[(0.5, 1.0), "sstar_median"] == 1600.0  # median of 1500 and 1700, not 1700
-    assert np.isnan(cells.loc[(1.0, 1.0), "sstar_median"])  # none formed: grey, not the budget
-    assert cells.loc[(1.0, 1.0), "formed_share"] == 0.0

@@ -1,10 +1,11 @@
 """The pareto pipeline's nodes checked through exact values (mutation-testing kills).
 
-Parameter reading and validation messages, the grid's run knobs, the cell table, the cell
-aggregates, the frontier tables and summary (the science fits are replaced by recording stubs so
-the node's own wiring is checked exactly), the figures through the data handed to the plotting
-functions, and what goes to MLflow (a recording stand-in for the ``mlflow`` module). Every
-input is tiny and hand-built; expected values are written out or recomputed independently.
+Parameter reading and validation messages, the grid's run knobs, the cell table, the frontier
+tables and summary (the science fits are replaced by recording stubs so the wiring is checked
+exactly), the figures through the data handed to the plotting functions, and what goes to
+MLflow (a recording stand-in for the ``mlflow`` module). Every input is tiny and hand-built
+(shared ones in ``tests/science/statistics/pareto_tables.py``); expected values are written out
+or recomputed independently.
 """
 
 from __future__ import annotations
@@ -23,29 +24,22 @@ import pytest
 from scipy.stats import norm
 
 from ih_kedro.pipelines.pareto import nodes
-from ih_kedro.science.data.batches import sample_batch
 from ih_kedro.science.data.packed import COMPACT_VOCABULARY_KEY, PackedTokens
-from ih_kedro.science.data.variants.semi_natural import (
-    BigramModel,
-    estimate_bigram_model,
-    measure_repetition,
-)
+from ih_kedro.science.data.variants.bigram_model import BigramModel, estimate_bigram_model
+from ih_kedro.science.statistics import pareto_cells
 from ih_kedro.science.statistics import pareto_frontier as pf
+from ih_kedro.science.statistics.plots import pareto as pareto_plots
+from tests.science.statistics.pareto_tables import (
+    frontier_cells,
+    measured,
+    saved_model,
+    token_stream,
+    training_grid,
+    variant_cell,
+)
 
 TABLE_COLUMNS = ["kind", "name", "frequency", "reliability", "estimate", "se", "ci_low",
                  "ci_high", "n", "budget_factor"]  # fmt: skip
-
-
-def _saved_model(
-    tmp_path: Path, n: int, *, other_bucket: bool, vocab_size: int = 64
-) -> BigramModel:
-    rng = np.random.default_rng(0)
-    model = BigramModel(
-        transition=rng.random((n, n)), initial=np.ones(n), token_ids=np.arange(n) + 5,
-        counts=np.zeros((n, n), dtype=np.int64), smoothing=0.0, other_bucket=other_bucket,
-        vocab_size=vocab_size,
-    )  # fmt: skip
-    return BigramModel.load(model.save(tmp_path / f"m{n}_{other_bucket}.npz"))
 
 
 def _assert_same_model(got: BigramModel, expected: BigramModel) -> None:
@@ -153,8 +147,8 @@ def test_pool_sizes_defaults_and_sources() -> None:
 
 
 def test_variant_data_checks_pools_against_the_model_types(tmp_path: Path) -> None:
-    bucket = _saved_model(tmp_path, 20, other_bucket=True)  # 19 types
-    plain = _saved_model(tmp_path, 20, other_bucket=False)  # 20 types
+    bucket = saved_model(tmp_path, 20, other_bucket=True)  # 19 types
+    plain = saved_model(tmp_path, 20, other_bucket=False)  # 20 types
     ok = {"online_emergence": {"token_pool_size": 19}}, {"probe": {"top_k": 19}}
     assert nodes.semi_natural_variant_data(bucket, *ok) == {
         "model_path": str((tmp_path / "m20_True.npz").resolve()),
@@ -194,27 +188,13 @@ def test_variant_data_checks_pools_against_the_model_types(tmp_path: Path) -> No
 
 
 # --------------------------------------------------------------------------------------------
-# _run_knobs / _realised
+# _run_knobs
 # --------------------------------------------------------------------------------------------
-def _cell(label: str, frequency: float, reliability: float) -> dict[str, Any]:
-    return {"variant": "semi_natural", "label": label,
-            "options": {"frequency": frequency, "reliability": reliability}}  # fmt: skip
-
-
-def _training(**overrides: Any) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "presets": ["p"], "batch_sizes": [4], "context_lengths": [16], "seeds": [0, 1],
-        "data_variants": [_cell("fA", 0.5, 1.0), _cell("fB", 0.0, 0.0)], "max_steps": 10,
-    }  # fmt: skip
-    params.update(overrides)
-    return params
-
-
 def test_run_knobs_rows_labels_and_budgets() -> None:
-    from ih_kedro.pipelines.training.nodes import expand_grid
+    from ih_kedro.science.training.grid import expand_grid
 
-    training = _training(
-        data_variants=[_cell("a_C16_b_sx", 0.25, 0.75), _cell("fB", 1, 0)],
+    training = training_grid(
+        data_variants=[variant_cell("a_C16_b_sx", 0.25, 0.75), variant_cell("fB", 1, 0)],
         seeds=[3], max_steps=100, max_tokens=3000,  # ceil(3000 / 64) = 47 steps
     )  # fmt: skip
     knobs = nodes._run_knobs(training)
@@ -234,34 +214,7 @@ def test_run_knobs_reject_other_variants() -> None:
         "run p_B4_C16_natural_s0 uses 'natural'"
     )
     with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
-        nodes._run_knobs(_training(data_variants=["natural"], seeds=[0]))
-
-
-def _stream() -> PackedTokens:
-    return PackedTokens(tokens=np.arange(500, dtype=np.uint16) % 64, vocab_size=64, eos_token_id=0)
-
-
-def _measured(path: str, f: float, r: float, seed: int, n_batches: int, batch_size: int = 4):
-    options = {"model_path": path, "frequency": f, "reliability": r}
-    batches = [
-        sample_batch(_stream().tokens, batch_size, 16, seed, s, data_variant="semi_natural",
-                     variant_options=options).tokens.numpy()
-        for s in range(n_batches)
-    ]  # fmt: skip
-    return measure_repetition(np.concatenate(batches))
-
-
-def test_realised_uses_the_runs_own_knobs_over_the_variant_data(tmp_path: Path) -> None:
-    from ih_kedro.pipelines.training.nodes import expand_grid
-
-    model = _saved_model(tmp_path, 30, other_bucket=False)
-    config = expand_grid(_training(data_variants=[_cell("x", 0.5, 1.0)], seeds=[2]))[0]
-    # The variant data never overrides the cell's own knobs.
-    stats = nodes._realised(
-        _stream(), config, {"model_path": model.path, "frequency": 0.0, "reliability": 0.0}, 2
-    )
-    assert stats == _measured(model.path, 0.5, 1.0, 2, 2)
-    assert stats.n_sequences == 8
+        nodes._run_knobs(training_grid(data_variants=["natural"], seeds=[0]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -309,7 +262,7 @@ def _expected_cells(path: str, metric: str, method: str, n_batches: int) -> pd.D
     for i, run in enumerate(RUNS):
         f, r = knobs[run]
         seed = i % 2
-        stats = _measured(path, f, r, seed, n_batches)
+        stats = measured(path, f, r, seed, n_batches)
         status, formed, step = est[run]
         steps, tokens_seen, reason, online = done[run]
         rows.append({
@@ -329,29 +282,29 @@ def _expected_cells(path: str, metric: str, method: str, n_batches: int) -> pd.D
 
 def _recording_check(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     calls: list[tuple] = []
-    real = nodes.check_repetition
+    real = pareto_cells.check_repetition
 
     def record(stats, frequency, reliability, tolerance, *, where=""):
         calls.append((stats.n_sequences, frequency, reliability, tolerance, where))
         return real(stats, frequency, reliability, tolerance, where=where)
 
-    monkeypatch.setattr(nodes, "check_repetition", record)
+    monkeypatch.setattr(pareto_cells, "check_repetition", record)
     return calls
 
 
 def test_cell_table_rows_from_the_grid_manifest_and_emergence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    model = _saved_model(tmp_path, 30, other_bucket=False)
+    model = saved_model(tmp_path, 30, other_bucket=False)
     variant = model.variant_options()
     calls = _recording_check(monkeypatch)
     frontier = {"metric": "m2", "method": "bayes", "realised_batches": 2, "tolerance": 0.5}
     table = nodes.build_cell_table(
-        _manifest(), _emergence(), _stream(), variant, _training(), frontier
+        _manifest(), _emergence(), token_stream(), variant, training_grid(), frontier
     )
     expected = _expected_cells(model.path, "m2", "bayes", 2)
-    pd.testing.assert_frame_equal(table, expected[list(nodes.CELL_COLUMNS)])
-    assert list(table.columns) == list(nodes.CELL_COLUMNS)
+    pd.testing.assert_frame_equal(table, expected[list(pareto_cells.CELL_COLUMNS)])
+    assert list(table.columns) == list(pareto_cells.CELL_COLUMNS)
     assert calls == [
         (8, 0.5, 1.0, 0.5, f" (run {RUNS[0]})"), (8, 0.5, 1.0, 0.5, f" (run {RUNS[1]})"),
         (8, 0.0, 0.0, 0.5, f" (run {RUNS[2]})"), (8, 0.0, 0.0, 0.5, f" (run {RUNS[3]})"),
@@ -359,13 +312,13 @@ def test_cell_table_rows_from_the_grid_manifest_and_emergence(
 
 
 def test_cell_table_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = _saved_model(tmp_path, 30, other_bucket=False)
+    model = saved_model(tmp_path, 30, other_bucket=False)
     calls = _recording_check(monkeypatch)
-    training = _training(data_variants=[_cell("fB", 0.0, 0.0)], seeds=[0])
+    training = training_grid(data_variants=[variant_cell("fB", 0.0, 0.0)], seeds=[0])
     emergence = _emergence("prefix_matching", "threshold")
     emergence = emergence[emergence["run_name"] == RUNS[2]]
     table = nodes.build_cell_table(
-        _manifest(), emergence, _stream(), model.variant_options(), training, {}
+        _manifest(), emergence, token_stream(), model.variant_options(), training, {}
     )
     assert calls == [(32, 0.0, 0.0, 0.03, f" (run {RUNS[2]})")]  # 8 batches of 4
     assert table[["run_name", "status", "formed", "metric", "method"]].to_dict("records") == [
@@ -375,7 +328,7 @@ def test_cell_table_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_cell_table_error_messages(tmp_path: Path) -> None:
-    model = _saved_model(tmp_path, 30, other_bucket=False)
+    model = saved_model(tmp_path, 30, other_bucket=False)
     variant = model.variant_options()
     empty = (
         "pareto.frontier.metric / method: the emergence table has no rows for 'm2' / "
@@ -383,7 +336,7 @@ def test_cell_table_error_messages(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match=f"^{re.escape(empty)}$"):
         nodes.build_cell_table(
-            _manifest(), _emergence(), _stream(), variant, _training(), {"metric": "m2"}
+            _manifest(), _emergence(), token_stream(), variant, training_grid(), {"metric": "m2"}
         )
     missing = (
         f"pareto: run {RUNS[1]} of the grid is missing from the sweep manifest or the emergence "
@@ -393,58 +346,15 @@ def test_cell_table_error_messages(tmp_path: Path) -> None:
     manifest = _manifest()
     with pytest.raises(ValueError, match=f"^{re.escape(missing)}$"):
         nodes.build_cell_table(
-            manifest[manifest["run_name"] != RUNS[1]], _emergence(), _stream(), variant,
-            _training(), frontier,
+            manifest[manifest["run_name"] != RUNS[1]], _emergence(), token_stream(), variant,
+            training_grid(), frontier,
         )  # fmt: skip
     emergence = _emergence()
     with pytest.raises(ValueError, match=f"^{re.escape(missing)}$"):
         nodes.build_cell_table(
-            manifest, emergence[emergence["run_name"] != RUNS[1]], _stream(), variant,
-            _training(), frontier,
+            manifest, emergence[emergence["run_name"] != RUNS[1]], token_stream(), variant,
+            training_grid(), frontier,
         )  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------------
-# _fit_runs / aggregate_cells
-# --------------------------------------------------------------------------------------------
-def _frontier_cells() -> pd.DataFrame:
-    """7 runs over 5 cells; one with f = 0 and one with an unknown outcome are not fitted."""
-    rows = [  # run, label, seed, f, r, formed, step, budget steps
-        ("d_s2", "d", 2, 0.0, 1.0, 1.0, 10.0, 1000),
-        ("a_s0", "a", 0, 0.25, 0.5, 1.0, 100.0, 1000),
-        ("a_s1", "a", 1, 0.25, 0.5, 0.0, 1000.0, 1000),
-        ("b_s0", "b", 0, 1.0, 0.5, 1.0, 50.0, 2000),
-        ("b_s1", "b", 1, 1.0, 0.5, 1.0, 70.0, 1000),
-        ("c_s0", "c", 0, 0.5, 0.25, 0.0, 1000.0, 1000),
-        ("e_s0", "e", 0, 0.5, 1.0, np.nan, np.nan, 1000),
-    ]
-    table = pd.DataFrame(
-        rows,
-        columns=["run_name", "label", "seed", "frequency", "reliability", "formed", "step",
-                 "budget_steps"],
-    )  # fmt: skip
-    return table.assign(
-        ci_low=table["step"] - 5, ci_high=table["step"] + 5,
-        budget_tokens=table["budget_steps"] * 64, metric="m", method="t",
-    )  # fmt: skip
-
-
-def test_fit_runs_keep_known_outcomes_with_positive_knobs() -> None:
-    runs = nodes._fit_runs(_frontier_cells())
-    assert runs["run_name"].tolist() == ["a_s0", "a_s1", "b_s0", "b_s1", "c_s0"]
-    assert runs["cell"].tolist() == ["a", "a", "b", "b", "c"]
-    zero_r = _frontier_cells().assign(reliability=[1.0, 0.0, 0.5, 0.5, 0.5, 0.25, 1.0])
-    assert nodes._fit_runs(zero_r)["run_name"].tolist() == ["a_s1", "b_s0", "b_s1", "c_s0"]
-
-
-def test_aggregate_cells_exact_table() -> None:
-    cells = nodes.aggregate_cells(_frontier_cells())
-    expected = pd.DataFrame({
-        "frequency": [0.0, 0.25, 0.5, 0.5, 1.0], "reliability": [1.0, 0.5, 0.25, 1.0, 0.5],
-        "n_seeds": [1, 2, 1, 1, 2], "formed_share": [1.0, 0.5, 0.0, np.nan, 1.0],
-        "sstar_median": [10.0, 100.0, np.nan, np.nan, 60.0],
-    })  # fmt: skip
-    pd.testing.assert_frame_equal(cells, expected)
 
 
 # --------------------------------------------------------------------------------------------
@@ -499,7 +409,7 @@ def test_estimate_frontier_tables_summary_and_science_calls(
     calls = _stub_science(monkeypatch)
     params = {"level": 0.9, "fit_method": "mle", "n_grid": 3, "n_bootstrap": 7, "seed": 5,
               "bootstrap_unit": "cell", "budget_factors": [2, 0.5]}  # fmt: skip
-    table, summary = nodes.estimate_frontier(_frontier_cells(), params)
+    table, summary = nodes.estimate_frontier(frontier_cells(), params)
 
     f_runs, r_runs = [0.25, 0.25, 1.0, 1.0, 0.5], [0.5, 0.5, 0.5, 0.5, 0.25]
     assert calls["fit"] == (f_runs, r_runs, [1.0, 0.0, 1.0, 1.0, 0.0], "mle", 0.9)
@@ -564,7 +474,7 @@ def test_estimate_frontier_tables_summary_and_science_calls(
 
 def test_estimate_frontier_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _stub_science(monkeypatch)
-    table, summary = nodes.estimate_frontier(_frontier_cells(), {})
+    table, summary = nodes.estimate_frontier(frontier_cells(), {})
     assert calls["fit"][3:] == ("firth", 0.95)
     runs, grid, n_boot, seed, unit, method, level = calls["contour"]
     assert (n_boot, seed, unit, method, level) == (200, 0, "run", "firth", 0.95)
@@ -579,17 +489,6 @@ def test_estimate_frontier_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         "ci_high": 3.0 + z * 0.4,
     }
     assert table["name"].tolist()[-4:] == ["x2", "x2", "x4", "x4"]
-
-
-def test_frontier_status_rules() -> None:
-    def runs(*formed: float) -> pd.DataFrame:
-        return pd.DataFrame({"formed": list(formed)})
-
-    assert nodes._frontier_status(runs(1.0, 0.0)) == "too_few_runs"
-    assert nodes._frontier_status(runs(1.0, 0.0, 1.0)) == "ok"
-    assert nodes._frontier_status(runs(0.0, 1.0, 0.0)) == "ok"
-    assert nodes._frontier_status(runs(1.0, 1.0, 1.0)) == "all_formed"
-    assert nodes._frontier_status(runs(0.0, 0.0, 0.0)) == "none_formed"
 
 
 NONE_FORMED = (
@@ -621,7 +520,7 @@ def test_degenerate_frontier_is_reported_not_faked(
     pareto: list,
 ) -> None:  # fmt: skip
     monkeypatch.setattr(pf, "fit_frontier", _no_fit)
-    cells = _frontier_cells().assign(formed=formed)
+    cells = frontier_cells().assign(formed=formed)
     if status == "all_formed":  # a cell that dominates every other one
         cells.loc[cells["run_name"] == "c_s0", "reliability"] = 0.25
         cells.loc[cells["run_name"] == "c_s0", "frequency"] = 0.25
@@ -632,7 +531,7 @@ def test_degenerate_frontier_is_reported_not_faked(
             "reliability": r, "estimate": share, "n": n} for f, r, share, n in pareto]
     ).reindex(columns=TABLE_COLUMNS)  # fmt: skip
     pd.testing.assert_frame_equal(table, expected, check_dtype=False)
-    n_fitted = len(nodes._fit_runs(cells))
+    n_fitted = len(pareto_cells.fit_runs(cells))
     null = {"estimate": None, "ci_low": None, "ci_high": None}
     assert summary == {
         "status": status, "metric": "m", "method": "t", "fit_method": "mle", "level": 0.8,
@@ -646,70 +545,6 @@ def test_degenerate_frontier_is_reported_not_faked(
                    "n": 0, "r_squared": None},
         "budget_shift": {}, "longer_budget": where,
     }  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------------
-# Small helpers
-# --------------------------------------------------------------------------------------------
-def test_finite_or_none() -> None:
-    assert nodes._finite_or_none(None) is None
-    assert nodes._finite_or_none(math.nan) is None
-    assert nodes._finite_or_none(-math.inf) is None
-    value = nodes._finite_or_none(np.float32(1.5))
-    assert value == 1.5 and type(value) is float
-
-
-def test_json_safe_converts_nested_numpy_values() -> None:
-    got = nodes._json_safe({
-        "a": (np.float64(1.5), np.int64(3), np.bool_(True)), "b": [math.inf, {"c": np.nan}],
-        "d": "text", "e": None, "f": 2, "g": np.float32(0.25),
-    })  # fmt: skip
-    assert got == {"a": [1.5, 3, True], "b": [None, {"c": None}], "d": "text", "e": None,
-                   "f": 2, "g": 0.25}  # fmt: skip
-    assert [type(v) for v in got["a"]] == [float, int, bool] and type(got["g"]) is float
-
-
-def _growth(status: str = "ok", beta: float = -0.5) -> pf.GrowthFit:
-    return pf.GrowthFit(alpha=1.0, beta=beta, alpha_ci=(0.0, 2.0), beta_ci=(-1.0, 0.0), n=4,
-                        r_squared=0.5, status=status)  # fmt: skip
-
-
-def test_longer_budget_sentences() -> None:
-    assert nodes._longer_budget_sentence(_growth("too_few_emerged_runs"), (2.0,)) == (
-        "not estimated (too_few_emerged_runs): too few runs formed to fit how S* grows near "
-        "the frontier"
-    )
-    assert nodes._longer_budget_sentence(_growth(beta=0.0), (2.0,)) == (
-        "S* does not grow towards the frontier in these runs (beta = 0.00); the frontier is "
-        "not budget-limited at this scale as far as the data show"
-    )
-    assert nodes._longer_budget_sentence(_growth(beta=math.nan), (2.0,)).startswith(
-        "S* does not grow towards the frontier in these runs (beta = nan)"
-    )
-    assert nodes._longer_budget_sentence(_growth(beta=-0.5), (2.0, 4.0)) == (
-        "S* grows by a factor exp(0.50) per unit of log-distance towards the frontier; "
-        "extrapolating, a longer budget moves the frontier by (2x: -1.39, 4x: -2.77) in "
-        "(log f, log r) distance, towards rarer and less reliable repetition"
-    )
-
-
-def test_wrap() -> None:
-    text = "word " * 30
-    assert nodes._wrap(text) == "\n".join(["word " * 13 + "word"] * 2 + ["word word"])
-    assert nodes._wrap("aa bb cc", width=5) == "aa bb\ncc"
-    # A 71-character line is split at the default width of 70.
-    assert nodes._wrap("a" * 35 + " " + "b" * 35) == "a" * 35 + "\n" + "b" * 35
-    assert nodes._wrap("a" * 34 + " " + "b" * 35) == "a" * 34 + " " + "b" * 35
-
-
-def test_fit_from_summary() -> None:
-    summary = {"coefficients": {"intercept": {"estimate": 1.0}, "log_frequency": {"estimate": 2.0},
-                                "log_reliability": {"estimate": 3.5}},
-               "fit_method": "mle", "n_runs_fitted": 9, "n_runs_formed": 4}  # fmt: skip
-    fit = nodes._fit_from_summary(summary)
-    np.testing.assert_array_equal(fit.coef, [1.0, 2.0, 3.5])
-    np.testing.assert_array_equal(fit.cov, np.zeros((3, 3)))
-    assert (fit.method, fit.n_runs, fit.n_formed, fit.converged) == ("mle", 9, 4, True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -741,12 +576,12 @@ def test_plot_frontier_hands_over_cells_contour_pareto_set_and_shift(
                     label=budget_label)  # fmt: skip
         return "figure"
 
-    monkeypatch.setattr(nodes, "plot_frontier_heatmap", heatmap)
+    monkeypatch.setattr(pareto_plots, "plot_frontier_heatmap", heatmap)
     frontier_table = _frontier_table()
     summary = {"level": 0.8, "budget_steps": [1500.0, 3000]}
-    assert nodes.plot_frontier(_frontier_cells(), frontier_table, summary) == "figure"
+    assert nodes.plot_frontier(frontier_cells(), frontier_table, summary) == "figure"
     assert seen["label"] == " (budget 1500, 3000 steps)"
-    cells = nodes.aggregate_cells(_frontier_cells()).iloc[1:]
+    cells = pareto_cells.aggregate_cells(frontier_cells()).iloc[1:]
     pd.testing.assert_frame_equal(seen["cells"], cells)
     contour = seen["contour"]
     assert contour["frequency"].tolist() == [0.25, 1.0]
@@ -763,7 +598,7 @@ def test_plot_frontier_hands_over_cells_contour_pareto_set_and_shift(
 
 def test_plot_frontier_draws_the_contour() -> None:
     fig = nodes.plot_frontier(
-        _frontier_cells(), _frontier_table(), {"level": 0.8, "budget_steps": [1000]}
+        frontier_cells(), _frontier_table(), {"level": 0.8, "budget_steps": [1000]}
     )
     try:
         lines = {line.get_label(): line for line in fig.axes[0].lines}
@@ -776,11 +611,11 @@ def test_plot_frontier_draws_the_contour() -> None:
 
 def test_plot_sstar_distance_without_a_frontier_says_why() -> None:
     summary = {"status": "none_formed", "longer_budget": NONE_FORMED}
-    fig = nodes.plot_sstar_distance(_frontier_cells(), summary)
+    fig = nodes.plot_sstar_distance(frontier_cells(), summary)
     try:
         (ax,) = fig.axes
         (text,) = ax.texts
-        assert text.get_text() == "no frontier (none_formed):\n" + nodes._wrap(NONE_FORMED)
+        assert text.get_text() == "no frontier (none_formed):\n" + pareto_plots._wrap(NONE_FORMED)
         assert text.get_position() == (0.5, 0.5) and text.get_transform() is ax.transAxes
         assert (text.get_ha(), text.get_va()) == ("center", "center")
         assert not ax.axison
@@ -806,7 +641,7 @@ def _capture_sstar(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         seen.update(runs=runs, growth=growth, budget=budget)
         return "figure"
 
-    monkeypatch.setattr(nodes, "plot_sstar_vs_distance", plot)
+    monkeypatch.setattr(pareto_plots, "plot_sstar_vs_distance", plot)
     return seen
 
 
@@ -814,7 +649,7 @@ def test_plot_sstar_distance_hands_over_runs_distances_and_growth(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen = _capture_sstar(monkeypatch)
-    assert nodes.plot_sstar_distance(_frontier_cells(), _ok_summary()) == "figure"
+    assert nodes.plot_sstar_distance(frontier_cells(), _ok_summary()) == "figure"
     runs = seen["runs"]
     assert runs["run_name"].tolist() == ["a_s0", "a_s1", "b_s0", "b_s1", "c_s0"]
     expected = [_distance(f, r) for f, r in zip(runs["frequency"], runs["reliability"],
@@ -837,7 +672,7 @@ def test_plot_sstar_distance_turns_null_growth_into_nan(monkeypatch: pytest.Monk
     seen = _capture_sstar(monkeypatch)
     summary = _ok_summary(status="too_few_emerged_runs", alpha=None, beta=None,
                           beta_ci=[None, -0.3], n=1, r_squared=None)  # fmt: skip
-    nodes.plot_sstar_distance(_frontier_cells(), summary)
+    nodes.plot_sstar_distance(frontier_cells(), summary)
     g = seen["growth"]
     assert math.isnan(g.alpha) and math.isnan(g.beta) and math.isnan(g.r_squared)
     assert math.isnan(g.beta_ci[0]) and g.beta_ci[1] == -0.3 and isinstance(g.beta_ci, tuple)
@@ -932,7 +767,7 @@ def _with_zero_reliability_cell() -> pd.DataFrame:
     extra = {"run_name": "z_s0", "label": "z", "seed": 0, "frequency": 0.5, "reliability": 0.0,
              "formed": 1.0, "step": 20.0, "budget_steps": 1000, "ci_low": 15.0,
              "ci_high": 25.0, "budget_tokens": 64000, "metric": "m", "method": "t"}  # fmt: skip
-    return pd.concat([_frontier_cells(), pd.DataFrame([extra])], ignore_index=True)
+    return pd.concat([frontier_cells(), pd.DataFrame([extra])], ignore_index=True)
 
 
 def test_zero_knob_cells_stay_out_of_the_pareto_set_and_the_heatmap(
@@ -948,7 +783,7 @@ def test_zero_knob_cells_stay_out_of_the_pareto_set_and_the_heatmap(
     def heatmap(cells, contour, pareto_set, shift, *, budget_label):
         seen["cells"] = cells
 
-    monkeypatch.setattr(nodes, "plot_frontier_heatmap", heatmap)
+    monkeypatch.setattr(pareto_plots, "plot_frontier_heatmap", heatmap)
     nodes.plot_frontier(cells, _frontier_table(), {"level": 0.8, "budget_steps": [1000]})
     assert list(zip(seen["cells"]["frequency"], seen["cells"]["reliability"], strict=True)) == [
         (0.25, 0.5), (0.5, 0.25), (0.5, 1.0), (1.0, 0.5),
@@ -956,7 +791,7 @@ def test_zero_knob_cells_stay_out_of_the_pareto_set_and_the_heatmap(
 
 
 def test_empty_probe_pools_are_allowed(tmp_path: Path) -> None:
-    model = _saved_model(tmp_path, 20, other_bucket=True)
+    model = saved_model(tmp_path, 20, other_bucket=True)
     options = nodes.semi_natural_variant_data(
         model, {"online_emergence": {"token_pool_size": 0}}, {"probe": {"top_k": 0}}
     )
@@ -965,7 +800,7 @@ def test_empty_probe_pools_are_allowed(tmp_path: Path) -> None:
 
 def test_a_single_run_reports_too_few_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pf, "fit_frontier", _no_fit)
-    one = _frontier_cells().iloc[[1]].reset_index(drop=True)
+    one = frontier_cells().iloc[[1]].reset_index(drop=True)
     table, summary = nodes.estimate_frontier(one, {})
     assert (summary["status"], summary["metric"], summary["method"]) == ("too_few_runs", "m", "t")
     assert (summary["n_runs"], summary["n_runs_fitted"], summary["n_runs_formed"]) == (1, 1, 1)

@@ -17,7 +17,6 @@ from matplotlib.figure import Figure
 from ih_kedro.pipelines.statistics import create_pipeline
 from ih_kedro.pipelines.statistics.nodes import (
     fit_emergence_law_node,
-    flatten_numbers,
     plot_predicted_vs_observed,
     plot_residuals_vs_model_size,
     plot_trajectories,
@@ -164,18 +163,6 @@ def test_figures(params):
     fig = plot_residuals_vs_model_size(table, summary, _manifest(table), params)
     assert isinstance(fig, Figure)
     assert isinstance(plot_residuals_vs_model_size(table, summary, None, params), Figure)
-
-
-def test_flatten_numbers_skips_model_and_none():
-    flat = flatten_numbers(
-        {
-            "a": {"estimate": 0.4, "ci_low": None},
-            "model": {"sigma": 1.0},
-            "n_runs": 9,
-            "status": "ok",
-        }
-    )
-    assert flat == {"law.a.estimate": 0.4, "law.n_runs": 9.0}
 
 
 class _FakeMlflow:

@@ -1,26 +1,18 @@
-"""The statistics pipeline's figures checked through what they draw.
+"""The statistics pipeline's figure nodes: the parameters reach the figures, and a law that
+was not fitted draws its status.
 
-Every expected number comes from a hand-built law summary (``S* = T / (B^a C^b)``, zero
-coefficient covariance, residual sd ``SIGMA``, infinite dof so the prediction interval is
-``S* exp(+-z SIGMA)``) evaluated here, not from the plotting code: line and point data, error
-bar segments, axis limits, tick labels, legend entries, titles with their numbers, and the
-visual encoding that carries meaning (dashed identity, dotted threshold, grey error bars).
+What the figures draw is checked in ``tests/science/statistics/plots/test_law.py``; here the
+nodes' ``params:statistics`` (trajectory metric and layer, interval level, row selection) and
+their handling of an unfitted law, on the same hand-built inputs (``law_inputs.py``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
-import pandas as pd
 import pytest
-from matplotlib.axes import Axes
-from matplotlib.collections import LineCollection, PathCollection
-from matplotlib.colors import to_rgba
-from matplotlib.figure import Figure
-from matplotlib.layout_engine import ConstrainedLayoutEngine
-from matplotlib.lines import Line2D
+from matplotlib.collections import LineCollection
 from scipy import stats
 
 from ih_kedro.pipelines.statistics.nodes import (
@@ -28,218 +20,19 @@ from ih_kedro.pipelines.statistics.nodes import (
     plot_residuals_vs_model_size,
     plot_trajectories,
 )
-
-A, B, T, SIGMA = 0.4, 0.6, 1e4, 0.1
-Z = float(stats.norm.ppf(0.975))  # the 95 % interval with infinite dof
-
-
-def law(batch: float, context: float) -> float:
-    """Predicted S* in steps."""
-    return T / (batch**A * context**B)
-
-
-def summary(**overrides: Any) -> dict[str, Any]:
-    """A fitted law summary in ``fit_summary_dict``'s layout."""
-    fitted: dict[str, Any] = {
-        "status": "ok",
-        "response": "step",
-        "threshold": 0.4,
-        "a": {"estimate": 0.4, "ci_low": 0.3, "ci_high": 0.5},
-        "b": {"estimate": 0.6, "ci_low": 0.55, "ci_high": 0.65},
-        "pearson_r_log": {"estimate": 0.987},
-        "n_runs": 3,
-        "n_censored": 1,
-        "seeds": [0, 1],
-        "model": {
-            "coef_names": ["const", "log_batch_size", "log_context_length"],
-            "params": [math.log(T), -A, -B],
-            "cov": [[0.0] * 3] * 3,
-            "sigma": SIGMA,
-            "df_resid": None,
-        },
-    }
-    return {**fitted, **overrides}
-
-
-def emergence(runs: list[tuple[str, int, int, int, float]], **columns: list[Any]) -> pd.DataFrame:
-    """Emergence rows ``(run_name, batch_size, context_length, seed, step)``."""
-    rows = pd.DataFrame(
-        [
-            {
-                "run_name": name,
-                "metric": "prefix_matching",
-                "method": "threshold",
-                "threshold": 0.4,
-                "step": step,
-                "censored": False,
-                "batch_size": bs,
-                "context_length": c,
-                "seed": seed,
-                "preset": "p",
-            }
-            for name, bs, c, seed, step in runs
-        ]
-    )
-    for name, values in columns.items():
-        rows[name] = values
-    return rows
-
-
-def heads(values: dict[str, float], steps: tuple[float, ...] = (10.0, 20.0)) -> pd.DataFrame:
-    """Head scores: per run, a layer-1 head at ``k * step / 100`` and a stronger layer-0 head."""
-    rows = []
-    for name, k in values.items():
-        for step in steps:
-            for layer, value in ((0, 0.99), (1, k * step / 100)):
-                rows.append(
-                    {
-                        "run_name": name,
-                        "step": step,
-                        "tokens_seen": step * 7,
-                        "layer": layer,
-                        "head": 0,
-                        "metric": "prefix_matching",
-                        "value": value,
-                    }
-                )
-    return pd.DataFrame(rows)
-
-
-def data_lines(ax: Axes) -> list[Line2D]:
-    """Lines with data (seaborn's legend proxies have none)."""
-    return [line for line in ax.lines if len(line.get_xdata())]
-
-
-def legend_texts(ax: Axes) -> list[str]:
-    legend = ax.get_legend()
-    return [text.get_text() for text in legend.get_texts()]
-
-
-def the_text(ax: Axes) -> tuple[str, tuple[float, float], str, str]:
-    (text,) = ax.texts
-    return text.get_text(), text.get_position(), text.get_ha(), text.get_va()
-
-
-def assert_empty_figure(fig: Figure, message: str) -> None:
-    (ax,) = fig.axes
-    assert the_text(ax) == (message, (0.5, 0.5), "center", "center")
-    assert ax.texts[0].get_wrap() is True
-    assert not ax.axison
-    assert tuple(fig.get_size_inches()) == (5.0, 3.0)
-
-
-# ------------------------------------------------------------------ plot_trajectories
-
-# Run names sort against batch size ("r1" is the B64 run): the figure orders cells by B, C.
-THREE_RUNS = [("r1", 64, 16, 0, 100.0), ("r2", 32, 16, 0, 100.0), ("r3", 32, 16, 1, 100.0)]
-
-
-def test_trajectories_lines_per_run_and_rescaled_by_the_law() -> None:
-    fig = plot_trajectories(
-        heads({"r1": 1.0, "r2": 2.0, "r3": 3.0}), emergence(THREE_RUNS), summary(), {}
-    )
-    assert len(fig.axes) == 2
-    ax_steps, ax_scaled = fig.axes
-    # Best head of layer >= 1 (layer 0's 0.99 left out), one line per run.
-    runs = {1.0: (64, 16), 2.0: (32, 16), 3.0: (32, 16)}
-    steps = [
-        (tuple(line.get_xdata()), tuple(np.round(line.get_ydata(), 12)))
-        for line in data_lines(ax_steps)
-        if line.get_linestyle() != ":"
-    ]
-    assert sorted(steps) == [((10.0, 20.0), (k / 10, k / 5)) for k in sorted(runs)]
-    scaled = {
-        round(line.get_ydata()[0] * 10, 9): tuple(line.get_xdata())
-        for line in data_lines(ax_scaled)
-        if len(line.get_xdata()) == 2 and line.get_linestyle() != ":" and line.get_xdata()[0] != 1
-    }
-    assert scaled.keys() == runs.keys()
-    for k, (bs, c) in runs.items():
-        np.testing.assert_allclose(scaled[k], [10 / law(bs, c), 20 / law(bs, c)], rtol=1e-12)
-    # Colour = cell (the two B32 seeds share one), line style = seed; lines of width 1.
-    style = {
-        round(line.get_ydata()[0] * 10, 9): (to_rgba(line.get_color()), line.get_linestyle())
-        for line in data_lines(ax_steps)
-        if line.get_linestyle() != ":"
-    }
-    assert style[2.0][0] == style[3.0][0] != style[1.0][0]
-    assert (style[1.0][1], style[2.0][1], style[3.0][1]) == ("-", "-", "--")
-    assert {line.get_linewidth() for line in data_lines(ax_steps)[:3]} == {1.0}
-    # Cells sorted by batch size (the B64 run r1 comes first by name), then the seeds.
-    assert legend_texts(ax_steps) == ["cell", "B32 C16", "B64 C16", "seed", "0", "1"]
-    assert ax_scaled.get_legend() is None
-
-
-def test_trajectories_axes_reference_lines_and_layout() -> None:
-    fig = plot_trajectories(heads({"r1": 1.0, "r2": 2.0}), emergence(THREE_RUNS[:2]),
-                            summary(threshold=0.25), {})  # fmt: skip
-    ax_steps, ax_scaled = fig.axes
-    assert (ax_steps.get_xscale(), ax_scaled.get_xscale()) == ("log", "log")
-    assert (ax_steps.get_xlabel(), ax_steps.get_ylabel()) == ("step", "best-head prefix_matching")
-    assert (ax_scaled.get_xlabel(), ax_scaled.get_ylabel()) == ("step / predicted S*", "")
-    assert ax_steps.get_title() == "against steps"
-    assert ax_scaled.get_title() == "against steps / S* (law)"
-    # S* = 1 on the rescaled axis: a thin dashed grey vertical line.
-    (one,) = [line for line in ax_scaled.lines if list(line.get_xdata()) == [1.0, 1.0]]
-    assert (one.get_color(), one.get_linestyle(), one.get_linewidth()) == ("grey", "--", 0.8)
-    # The threshold on both panels: a thin dotted black horizontal line.
-    for ax in (ax_steps, ax_scaled):
-        (level,) = [line for line in ax.lines if list(line.get_ydata()) == [0.25, 0.25]]
-        assert (level.get_color(), level.get_linestyle(), level.get_linewidth()) == (
-            "black",
-            ":",
-            0.8,
-        )
-    # One seed per cell: no line-style legend; the hue title names the cell.
-    assert legend_texts(ax_steps) == ["B32 C16", "B64 C16"]
-    assert ax_steps.get_legend().get_title().get_text() == "cell"
-    assert tuple(fig.get_size_inches()) == (11.0, 4.2)
-    assert isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
-
-
-def test_trajectories_draw_one_line_per_run_within_a_cell() -> None:
-    table = emergence([("r2", 32, 16, 0, 100.0), ("r3", 32, 16, 0, 100.0)])  # one cell, one seed
-    fig = plot_trajectories(heads({"r2": 2.0, "r3": 3.0}), table, summary(), {})
-    ys = sorted(tuple(np.round(ln.get_ydata(), 12)) for ln in data_lines(fig.axes[0])[:2])
-    assert ys == [(0.2, 0.4), (0.3, 0.6)]
-    assert legend_texts(fig.axes[0]) == ["B32 C16"]
-
-
-def test_trajectories_float_seeds_are_labelled_as_integers() -> None:
-    table = emergence(THREE_RUNS[1:], seed=[0.0, 1.0])
-    fig = plot_trajectories(heads({"r2": 2.0, "r3": 3.0}), table, summary(), {})
-    assert legend_texts(fig.axes[0]) == ["cell", "B32 C16", "seed", "0", "1"]
-
-
-def test_trajectories_without_a_fitted_law_or_threshold() -> None:
-    unfitted = {"status": "insufficient_data: too few runs"}  # no extra_covariates, no threshold
-    fig = plot_trajectories(heads({"r1": 1.0, "r2": 2.0}), emergence(THREE_RUNS[:2]),
-                            unfitted, {})  # fmt: skip
-    ax_steps, ax_scaled = fig.axes
-    assert len(data_lines(ax_steps)) == 2 and not ax_scaled.lines
-    assert the_text(ax_scaled) == ("no fitted law", (0.5, 0.5), "center", "center")
-    assert not ax_scaled.axison and ax_steps.axison
-    # A fitted law without a threshold: no horizontal line.
-    fig = plot_trajectories(heads({"r1": 1.0, "r2": 2.0}), emergence(THREE_RUNS[:2]),
-                            summary(threshold=None), {})  # fmt: skip
-    assert [len(data_lines(ax)) for ax in fig.axes] == [2, 3]  # 2 runs (+ S* = 1 on the right)
-    assert all(line.get_linestyle() != ":" for ax in fig.axes for line in ax.lines)
-
-
-def test_trajectories_without_batch_and_context_are_labelled_by_run() -> None:
-    table = emergence(THREE_RUNS[:2]).drop(columns=["batch_size", "context_length"])
-    fig = plot_trajectories(heads({"zeta": 1.0, "alpha": 2.0}),
-                            table.assign(run_name=["zeta", "alpha"]), summary(), {})  # fmt: skip
-    ax_steps, ax_scaled = fig.axes
-    assert legend_texts(ax_steps) == ["alpha", "zeta"]  # run names, not cells
-    assert the_text(ax_scaled)[0] == "no fitted law"
-
-
-def test_trajectories_keep_runs_missing_from_the_emergence_table() -> None:
-    fig = plot_trajectories(heads({"r1": 1.0, "r2": 2.0, "lost": 3.0}),
-                            emergence(THREE_RUNS[:2]), summary(), {})  # fmt: skip
-    assert len(data_lines(fig.axes[0])) == 2 + 1 + 1  # three runs and the threshold
-    assert legend_texts(fig.axes[0]) == ["B32 C16", "B64 C16", "Bnan Cnan"]
+from tests.science.statistics.plots.law_inputs import (
+    OBSERVED,
+    SIGMA,
+    THREE_RUNS,
+    assert_empty_figure,
+    data_lines,
+    emergence,
+    heads,
+    law,
+    observed_table,
+    residual_table,
+    summary,
+)
 
 
 def test_trajectories_metric_and_min_layer_parameters() -> None:
@@ -253,219 +46,11 @@ def test_trajectories_metric_and_min_layer_parameters() -> None:
     assert (0.99, 0.99) in ys  # layer 0 counts with min_layer 0
 
 
-def test_trajectories_without_head_scores_is_an_empty_figure() -> None:
-    scores = heads({"r1": 1.0}).assign(metric="associative_recall")
-    fig = plot_trajectories(scores, emergence(THREE_RUNS[:1]), summary(), {})
-    assert_empty_figure(fig, "no prefix_matching head scores")
-    fig = plot_trajectories(scores.assign(metric="x"), emergence(THREE_RUNS[:1]), summary(),
-                            {"trajectory_metric": "y"})  # fmt: skip
-    assert_empty_figure(fig, "no y head scores")
-
-
-def test_trajectories_rescale_with_an_extra_covariate() -> None:
-    model = summary()["model"]
-    with_x = summary(
-        extra_covariates=["x"],
-        model={
-            **model,
-            "coef_names": [*model["coef_names"], "x"],
-            "params": [*model["params"], 2.0],
-            "cov": [[0.0] * 4] * 4,
-        },
-    )
-    table = emergence(THREE_RUNS[1:2], x=[0.5])
-    fig = plot_trajectories(heads({"r2": 2.0}), table, with_x, {})
-    (line,) = [ln for ln in data_lines(fig.axes[1]) if len(ln.get_xdata()) == 2][:1]
-    predicted = law(32, 16) * math.exp(2 * 0.5)
-    np.testing.assert_allclose(line.get_xdata(), [10 / predicted, 20 / predicted], rtol=1e-12)
-    with pytest.raises(ValueError) as err:
-        plot_trajectories(heads({"r2": 2.0}), table.drop(columns=["x"]), with_x, {})
-    assert str(err.value) == (
-        "emergence_table: the law uses extra covariates ['x']; give their values"
-    )
-
-
-# ------------------------------------------------------------------ plot_predicted_vs_observed
-
-OBSERVED = [
-    ("r64", 64, 16, 0, 120.0),
-    ("r32a", 32, 16, 0, 300.0),
-    ("r32b", 32, 16, 1, 500.0),
-    ("cens", 32, 32, 0, math.nan),
-    ("late", 64, 32, 1, 80.0),
-]
-
-
-def observed_table() -> pd.DataFrame:
-    return emergence(
-        OBSERVED,
-        censored=[False, False, False, True, False],
-        status=["emerged", "emerged", "emerged", "censored", "fit_failed"],
-    )
-
-
-def test_predicted_vs_observed_points_bars_limits_and_identity() -> None:
-    fig = plot_predicted_vs_observed(observed_table(), summary(), {})
-    (ax,) = fig.axes
-    runs = OBSERVED[:3]  # the censored and the not-emerged runs are left out
-    predicted = np.array([law(bs, c) for _, bs, c, _, _ in runs])
-    observed = np.array([step for *_, step in runs])
-    (points,) = [c for c in ax.collections if isinstance(c, PathCollection)]
-    np.testing.assert_allclose(
-        np.ma.filled(points.get_offsets(), np.nan), np.column_stack([predicted, observed])
-    )
-    assert points.get_zorder() == 2
-    # Horizontal prediction bars: from S* exp(-z sigma) to S* exp(z sigma) at the observed S*.
-    (bars,) = [c for c in ax.collections if isinstance(c, LineCollection)]
-    low, high = predicted * math.exp(-Z * SIGMA), predicted * math.exp(Z * SIGMA)
-    segments = np.array(bars.get_segments())
-    np.testing.assert_allclose(segments[:, :, 0], np.column_stack([low, high]), rtol=1e-12)
-    np.testing.assert_allclose(segments[:, :, 1], np.column_stack([observed, observed]))
-    assert to_rgba(bars.get_colors()[0]) == to_rgba("lightgrey")
-    assert list(bars.get_linewidths()) == [1.0] and bars.get_zorder() == 1
-    # The identity spans the data with a margin, and so do both (log) axes.
-    lo = min(low.min(), observed.min()) * 0.8
-    hi = max(high.max(), observed.max()) * 1.25
-    (identity,) = data_lines(ax)  # fmt="none": the bars draw no line through the points
-    assert identity.get_label() == "identity"
-    np.testing.assert_allclose(identity.get_xdata(), [lo, hi], rtol=1e-12)
-    np.testing.assert_allclose(identity.get_ydata(), [lo, hi], rtol=1e-12)
-    assert (identity.get_color(), identity.get_linestyle(), identity.get_linewidth()) == (
-        "black",
-        "--",
-        0.8,
-    )
-    np.testing.assert_allclose(ax.get_xlim(), (lo, hi), rtol=1e-12)
-    np.testing.assert_allclose(ax.get_ylim(), (lo, hi), rtol=1e-12)
-    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
-    assert (ax.get_xlabel(), ax.get_ylabel()) == ("predicted S* (steps)", "observed S* (steps)")
-    assert legend_texts(ax) == ["cell", "B64 C16", "B32 C16", "seed", "0", "1"]
-    assert tuple(fig.get_size_inches()) == (5.2, 5.0)
-    assert isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
-
-
-def test_predicted_vs_observed_title_carries_the_estimates() -> None:
-    fig = plot_predicted_vs_observed(observed_table(), summary(), {})
-    title = fig.axes[0].title
-    assert title.get_text() == (
-        "a = 0.40 [0.30, 0.50], b = 0.60 [0.55, 0.65], r = 0.99\n"
-        "n = 3 runs (1 censored), seeds [0, 1], classical CIs"
-    )
-    assert title.get_fontsize() == 9
-    fig = plot_predicted_vs_observed(
-        observed_table(), summary(covariance="cluster", pearson_r_log={"estimate": None}), {}
-    )
-    assert fig.axes[0].get_title().endswith("r = nan\nn = 3 runs (1 censored), seeds [0, 1], "
-                                            "cluster CIs")  # fmt: skip
-
-
-def test_predicted_vs_observed_in_tokens() -> None:
-    tokens = summary(response="tokens")  # the same coefficients now predict S* B C
-    table = observed_table().iloc[:2]
-    fig = plot_predicted_vs_observed(table, tokens, {})
-    (ax,) = fig.axes
-    (points,) = [c for c in ax.collections if isinstance(c, PathCollection)]
-    expected = [[law(64, 16), 120.0 * 64 * 16], [law(32, 16), 300.0 * 32 * 16]]
-    np.testing.assert_allclose(np.ma.filled(points.get_offsets(), np.nan), expected, rtol=1e-12)
-    assert (ax.get_xlabel(), ax.get_ylabel()) == ("predicted S* (tokens)", "observed S* (tokens)")
-    assert legend_texts(ax) == ["B64 C16", "B32 C16"]  # one seed: no marker legend
-
-
-def test_predicted_vs_observed_float_seeds_are_labelled_as_integers() -> None:
-    table = observed_table().assign(seed=[0.0, 0.0, 1.0, 0.0, 1.0])
-    fig = plot_predicted_vs_observed(table, summary(), {})
-    assert legend_texts(fig.axes[0]) == ["cell", "B64 C16", "B32 C16", "seed", "0", "1"]
-
-
 def test_predicted_vs_observed_of_an_unfitted_law() -> None:
     fig = plot_predicted_vs_observed(observed_table(), {"status": "insufficient_data: 3 runs"}, {})
     assert_empty_figure(fig, "emergence law not fitted:\ninsufficient_data: 3 runs")
     fig = plot_predicted_vs_observed(observed_table(), {"model": {}}, {})
     assert_empty_figure(fig, "emergence law not fitted:\n")
-
-
-# ------------------------------------------------------------------ plot_residuals_vs_model_size
-
-
-def residual_table() -> pd.DataFrame:
-    return emergence(
-        [("z1", 64, 16, 0, 120.0), ("a1", 32, 16, 0, 300.0), ("a2", 32, 16, 1, 500.0),
-         ("a3", 64, 16, 1, 90.0)],
-        preset=["zeta", "alpha", "alpha", "alpha"],
-    )  # fmt: skip
-
-
-def residuals_by_x(ax: Axes) -> list[tuple[int, float]]:
-    """(category index, residual) of every point; the strip jitter is within +-0.5."""
-    offsets = np.concatenate([np.ma.filled(c.get_offsets(), np.nan) for c in ax.collections])
-    return sorted((round(x), round(y, 9)) for x, y in offsets)
-
-
-def expected_residuals(table: pd.DataFrame, category: dict[str, int]) -> list[tuple[int, float]]:
-    return sorted(
-        (category[row.run_name], round(math.log(row.step / law(row.batch_size, 16)), 9))
-        for row in table.itertuples()
-    )
-
-
-def test_residuals_per_preset_sorted_by_name_without_a_manifest() -> None:
-    table = residual_table()
-    fig = plot_residuals_vs_model_size(table, summary(), None, {})
-    (ax,) = fig.axes
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["alpha", "zeta"]
-    assert residuals_by_x(ax) == expected_residuals(table, {"z1": 1, "a1": 0, "a2": 0, "a3": 0})
-    assert legend_texts(ax) == ["32", "64"]  # hue: batch size
-    (zero,) = data_lines(ax)
-    assert list(zero.get_ydata()) == [0.0, 0.0]
-    assert (zero.get_color(), zero.get_linestyle(), zero.get_linewidth()) == ("black", "--", 0.8)
-    assert (ax.get_xlabel(), ax.get_ylabel()) == ("model (preset)", "log(observed / predicted S*)")
-    assert ax.get_title() == "residuals of the emergence law vs model size"
-    assert ax.title.get_fontsize() == 10
-    assert {size for c in ax.collections for size in c.get_sizes()} == {49.0}  # size=7 points
-    assert tuple(fig.get_size_inches()) == (5.5, 4.0)
-    assert isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
-
-
-def test_residuals_without_presets_are_one_column() -> None:
-    table = residual_table().drop(columns=["preset"])
-    fig = plot_residuals_vs_model_size(table, summary(), None, {})
-    (ax,) = fig.axes
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["all runs"]
-    assert residuals_by_x(ax) == expected_residuals(table, dict.fromkeys(table.run_name, 0))
-
-
-def test_residual_columns_ordered_by_median_parameter_count() -> None:
-    table = residual_table()
-    manifest = pd.DataFrame(
-        {
-            "run_name": ["z1", "a1", "a2", "a3", "a1"],  # a repeated run: its first row counts
-            "n_parameters": [5_000_000, 100_000, 110_000, 300_000, 9_000_000],
-        }
-    )
-    fig = plot_residuals_vs_model_size(table, summary(), manifest, {})
-    (ax,) = fig.axes
-    labels = [t.get_text() for t in ax.get_xticklabels()]
-    assert labels == ["alpha\n(110k params)", "zeta\n(5,000k params)"]
-    assert residuals_by_x(ax) == expected_residuals(table, {"z1": 1, "a1": 0, "a2": 0, "a3": 0})
-    # Sizes order the columns, not names: a small "zeta" comes first.
-    manifest["n_parameters"] = [50_000, 100_000, 110_000, 300_000, 9_000_000]
-    fig = plot_residuals_vs_model_size(table, summary(), manifest, {})
-    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
-    assert labels == ["zeta\n(50k params)", "alpha\n(110k params)"]
-    assert residuals_by_x(fig.axes[0]) == expected_residuals(
-        table, {"z1": 0, "a1": 1, "a2": 1, "a3": 1}
-    )
-
-
-def test_residuals_fall_back_to_preset_names_without_every_size() -> None:
-    table = residual_table()
-    partial = pd.DataFrame({"run_name": ["z1", "a1", "a2"], "n_parameters": [5e6, 1e5, 1e5]})
-    no_sizes = pd.DataFrame({"run_name": ["z1", "a1", "a2", "a3"], "preset": ["x"] * 4})
-    for manifest in (partial, no_sizes):
-        fig = plot_residuals_vs_model_size(table, summary(), manifest, {})
-        (ax,) = fig.axes
-        assert [t.get_text() for t in ax.get_xticklabels()] == ["alpha", "zeta"]
-        assert residuals_by_x(ax) == expected_residuals(table, {"z1": 1, "a1": 0, "a2": 0, "a3": 0})
 
 
 def test_residuals_of_an_unfitted_law() -> None:

@@ -1,9 +1,9 @@
 """The statistics pipeline's table nodes checked through exact values (mutation-testing kills).
 
 Parameter merging and validation, row selection, the failed-fit summary, predictions, the
-best-head trajectories, the observed-vs-predicted table, ``flatten_numbers`` and the MLflow
-logging (into the test session's SQLite MLflow store). Expected values are written out by hand, or from the
-law's formula ``S* = exp(X @ params)`` applied here to the summary's model block.
+observed-vs-predicted table and the MLflow logging (into the test session's SQLite MLflow
+store). Expected values are written out by hand, or from the law's formula
+``S* = exp(X @ params)`` applied here to the summary's model block.
 """
 
 from __future__ import annotations
@@ -16,15 +16,10 @@ import pandas as pd
 import pytest
 
 from ih_kedro.pipelines.statistics.nodes import (
-    _covariates,
     _failed_summary,
-    _fitted,
     _observed_vs_predicted,
     _params,
-    _run_covariates,
-    best_head_trajectories,
     fit_emergence_law_node,
-    flatten_numbers,
     log_law_fit_to_mlflow,
     predict_emergence_node,
     select_emergence_rows,
@@ -123,28 +118,6 @@ def test_params_accepts_levels_inside_the_unit_interval(level):
 def test_params_messages(overrides, message):
     with pytest.raises(ValueError, match=exact(message)):
         _params(overrides)
-
-
-# ------------------------------------------------------------------ _covariates, _fitted
-
-
-def test_covariates_values_and_message():
-    frame = pd.DataFrame({"x": [1, 2], "y": [3.5, 4.0], "z": [0, 0]})
-    got = _covariates({"extra_covariates": ["y", "x"]}, frame, "here")
-    assert list(got) == ["y", "x"]
-    assert got["x"].dtype == float and got["x"].tolist() == [1.0, 2.0]
-    assert got["y"].tolist() == [3.5, 4.0]
-    assert _covariates({}, frame, "here") == {}
-    message = "here: the law uses extra covariates ['w', 'v']; give their values"
-    with pytest.raises(ValueError, match=exact(message)):
-        _covariates({"extra_covariates": ["x", "w", "v"]}, frame, "here")
-
-
-def test_fitted_needs_ok_status_and_model():
-    assert _fitted({"status": "ok", "model": {}})
-    assert not _fitted({"status": "ok"})
-    assert not _fitted({"model": {}})
-    assert not _fitted({"status": "insufficient_data: x", "model": {}})
 
 
 # ------------------------------------------------------------------ select_emergence_rows
@@ -343,74 +316,6 @@ def test_predict_node_fitted_uses_the_law():
     assert (wide["step_high"] > pred["step_high"]).all()
 
 
-# ------------------------------------------------------------------ trajectories
-
-
-def test_run_covariates_columns_in_order_one_row_per_run():
-    frame = pd.DataFrame(
-        {
-            "x": [1, 2, 3],
-            "seed": [0, 0, 1],
-            "run_name": ["r1", "r1", "r2"],
-            "metric": ["m", "n", "m"],
-            "context_length": [16, 16, 32],
-            "batch_size": [4, 4, 8],
-        }
-    )
-    got = _run_covariates(frame, ["x", "seed", "absent"])
-    assert list(got.columns) == ["run_name", "batch_size", "context_length", "seed", "x"]
-    assert got.to_dict("list") == {
-        "run_name": ["r1", "r2"],
-        "batch_size": [4, 8],
-        "context_length": [16, 32],
-        "seed": [0, 1],
-        "x": [1, 3],
-    }
-
-
-def head_rows() -> pd.DataFrame:
-    rows = [
-        # run, step, tokens_seen, layer, metric, value
-        ("r2", 20, 2000, 1, "prefix_matching", 0.5),
-        ("r2", 10, 1000, 1, "prefix_matching", 0.2),
-        ("r1", 10, 100, 0, "prefix_matching", 0.9),
-        ("r1", 10, 100, 1, "prefix_matching", 0.3),
-        ("r1", 10, 100, 1, "prefix_matching", 0.4),
-        ("r1", 10, 100, 2, "prefix_matching", 0.1),
-        ("r1", 20, 200, 1, "prefix_matching", 0.6),
-        ("r1", 20, 200, 1, "other", 0.99),
-    ]
-    return pd.DataFrame(
-        rows, columns=["run_name", "step", "tokens_seen", "layer", "metric", "value"]
-    )
-
-
-def test_best_head_trajectories_takes_the_best_deep_head():
-    got = best_head_trajectories(head_rows())
-    assert list(got.columns) == ["run_name", "step", "tokens_seen", "value"]
-    assert got.to_dict("list") == {
-        "run_name": ["r1", "r1", "r2", "r2"],
-        "step": [10, 20, 10, 20],
-        "tokens_seen": [100, 200, 1000, 2000],
-        "value": [0.4, 0.6, 0.2, 0.5],
-    }
-    got = best_head_trajectories(head_rows(), min_layer=0)
-    assert got["value"].tolist() == [0.9, 0.6, 0.2, 0.5]
-    got = best_head_trajectories(head_rows(), min_layer=2)
-    assert got["value"].tolist() == [0.1]
-    got = best_head_trajectories(head_rows(), metric="other")
-    assert got["value"].tolist() == [0.99]
-
-
-def test_best_head_trajectories_falls_back_to_all_layers():
-    shallow = head_rows().query("layer == 0 or metric == 'other'")
-    got = best_head_trajectories(shallow, min_layer=1)
-    assert got["value"].tolist() == [0.9]
-    got = best_head_trajectories(shallow, metric="other", min_layer=5)
-    assert got["value"].tolist() == [0.99]
-    assert best_head_trajectories(shallow, metric="absent").empty
-
-
 # ------------------------------------------------------------------ observed vs predicted
 
 
@@ -453,25 +358,7 @@ def test_observed_vs_predicted_in_tokens():
     np.testing.assert_allclose(out["residual"], np.log(out["observed"]) - np.log(out["predicted"]))
 
 
-# ------------------------------------------------------------------ flatten_numbers, MLflow
-
-
-def test_flatten_numbers_values():
-    flat = flatten_numbers(
-        {
-            "a": {"estimate": 1, "ci": {"low": 0.5, "high": math.inf}, "model": 3.0},
-            "model": {"sigma": 1.0},
-            "ok": True,
-            "nan": math.nan,
-            "none": None,
-            "text": "x",
-            "neg": -2.5,
-        },
-        prefix="p",
-    )
-    assert flat == {"p.a.estimate": 1.0, "p.a.ci.low": 0.5, "p.neg": -2.5}
-    assert type(flat["p.a.estimate"]) is float
-    assert flatten_numbers({"n": 3}) == {"law.n": 3.0}
+# ------------------------------------------------------------------ MLflow
 
 
 def _store_runs(name: str) -> list:
@@ -545,12 +432,6 @@ def test_select_emergence_rows_adds_no_index_column():
     assert list(rows.columns) == ["metric", "method", "threshold", "run_name"]
 
 
-def test_run_covariates_keeps_the_preset():
-    frame = pd.DataFrame({"run_name": ["r1", "r1"], "preset": ["p", "p"], "seed": [0, 0]})
-    got = _run_covariates(frame, [])
-    assert got.to_dict("list") == {"run_name": ["r1"], "seed": [0], "preset": ["p"]}
-
-
 def test_predict_node_unfitted_columns_are_float_nan():
     pred = predict_emergence_node({}, {"predict_for": [{"batch_size": 2, "context_length": 4}]})
     for column in ("step", "step_low", "step_high", "tokens", "tokens_low", "tokens_high",
@@ -567,10 +448,8 @@ def node_messages(caplog) -> list[str]:
 def test_node_warnings_and_info_messages(caplog):
     caplog.set_level("INFO", logger="ih_kedro.pipelines.statistics.nodes")
     predict_emergence_node({}, {"predict_for": [{"batch_size": 2, "context_length": 4}]})
-    best_head_trajectories(head_rows().query("layer == 0"), min_layer=3)
     assert node_messages(caplog) == [
         "statistics: no fitted law; predictions are NaN",
-        "statistics: no prefix_matching heads at layer >= 3; using all layers",
     ]
     caplog.clear()
     summary, _ = fit_emergence_law_node(table(censor=()).iloc[[0, 2, 5]], {})

@@ -11,7 +11,6 @@ from ih_kedro.pipelines.telemetry import create_pipeline
 from ih_kedro.pipelines.telemetry.nodes import (
     discover_external_checkpoints,
     make_probe_set,
-    plot_head_heatmaps,
 )
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.training.models import build_model
@@ -107,27 +106,3 @@ def test_discover_external_checkpoints(fake_sweep, params):
     run_dir = manifest.loc[0, "run_dir"]
     frame = discover_external_checkpoints({**params, "external_checkpoints": run_dir})
     assert frame.loc[0, "context_length"] == CONTEXT and frame.loc[0, "run_name"] == "run_a"
-
-
-def test_head_heatmaps_plot_each_runs_scores_at_its_first_middle_and_last_step():
-    rows = [
-        {"run_name": run, "step": step, "layer": layer, "head": head,
-         "metric": "prefix_matching", "value": offset + step / 100 + layer / 10 + head / 100}
-        for run, offset in (("a", 0.0), ("b", 0.5))
-        for step in (0, 10, 20, 30)
-        for layer in range(2)
-        for head in range(3)
-    ]  # fmt: skip
-    other = {**rows[0], "metric": "previous_token", "value": 0.99}
-    fig = plot_head_heatmaps(pd.DataFrame([*rows, other]), {"heatmap_steps": None})
-    panels = [ax for ax in fig.axes if ax.images]
-    assert len(panels) == 6  # 2 runs x (first, middle, last)
-    titles = [ax.get_title() for ax in panels]
-    assert titles == [f"{r}\nstep {s}" for r in "ab" for s in (0, 20, 30)]
-    # Panel b, step 20: rows are layers, columns heads, previous_token rows left out.
-    image = np.asarray(panels[4].images[0].get_array())  # (layers, heads)
-    expected = [[0.5 + 0.2 + layer / 10 + head / 100 for head in range(3)] for layer in range(2)]
-    np.testing.assert_allclose(image, expected)
-    assert panels[4].images[0].get_clim() == (0, 1)
-    chosen = plot_head_heatmaps(pd.DataFrame(rows), {"heatmap_steps": [10]})
-    assert [ax.get_title() for ax in chosen.axes if ax.images] == ["a\nstep 10", "b\nstep 10"]

@@ -4,7 +4,8 @@ The science scorers are tested in ``tests/science/telemetry``; here only the nod
 parameter reading and validation, the probe pool, the sweep's probe length, which checkpoints
 are scored with which arguments (the scorer and the checkpoint loader are replaced by
 recording fakes), the assembled tables, the MLflow metric rows (a recording fake ``mlflow``),
-the plotted data of both figures and the external-checkpoint manifest.
+what the figure nodes hand to ``science.statistics.plots.telemetry`` (whose plotted data is
+tested in ``tests/science/statistics/plots``) and the external-checkpoint manifest.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import pandas as pd
 import pytest
 import torch
 
-import ih_kedro.science.telemetry.emergence as science_emergence
 from ih_kedro.pipelines.telemetry import nodes
 from ih_kedro.pipelines.telemetry.nodes import (
     HEAD_COLUMNS,
@@ -369,7 +369,7 @@ def test_detect_emergence_passes_samples_manifest_and_specs(
         seen.append((samples, manifest_, specs))
         return pd.DataFrame({"x": [1]})
 
-    monkeypatch.setattr(science_emergence, "detect_emergence_table", fake)
+    monkeypatch.setattr(nodes, "detect_emergence_table", fake)
     samples, runs = {"r": {}}, pd.DataFrame({"run_name": ["r"]})
     params = {"emergence": {"metrics": [{"metric": "m"}], "methods": ["t"]}}
     table = detect_emergence(samples, runs, params)
@@ -474,88 +474,27 @@ def test_log_telemetry_skips_a_manifest_without_run_ids(monkeypatch: pytest.Monk
 # ---------------------------------------------------------------- figures
 
 
-def head_rows(runs: dict[str, tuple[int, ...]], tokens: bool = True) -> pd.DataFrame:
-    rows = [
-        {"run_name": run, "step": step, "tokens_seen": step * 4.0 if tokens else float("nan"),
-         "layer": layer, "head": head, "metric": "prefix_matching",
-         "value": step / 100 + layer / 10 + head / 100}
-        for run, steps in runs.items() for step in steps for layer in range(2) for head in range(2)
-    ]  # fmt: skip
-    rows.append({**rows[0], "metric": "copying", "value": 0.99})
-    return pd.DataFrame(rows)
+def test_figure_nodes_pass_the_scores_and_the_heatmap_steps_to_the_science(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[tuple[Any, ...]] = []
 
+    def lines_figure(scores: pd.DataFrame) -> str:
+        seen.append((scores,))
+        return "lines"
 
-def lines(ax: plt.Axes) -> list[tuple[list[float], list[float]]]:
-    return [(list(map(float, line.get_xdata())), list(map(float, line.get_ydata())))
-            for line in ax.lines if len(line.get_xdata())]  # fmt: skip
+    def heatmaps_figure(scores: pd.DataFrame, steps: Any) -> str:
+        seen.append((scores, steps))
+        return "heatmaps"
 
-
-def test_prefix_matching_over_training_plots_one_line_per_head_over_tokens() -> None:
-    fig = plot_prefix_matching_over_training(head_rows({"a": (0, 10), "b": (0, 50), "c": (0, 1),
-                                                        "d": (0, 1)}))  # fmt: skip
-    a, b, _, d = fig.axes
-    assert [ax.get_title() for ax in fig.axes] == [f"run_name = {r}" for r in "abcd"]
-    assert (d.get_xlabel(), a.get_ylabel()) == ("tokens_seen", "prefix-matching score")
-    assert lines(a) == [([0.0, 40.0], [y / 10 + h / 100, 0.1 + y / 10 + h / 100])
-                        for y in range(2) for h in range(2)]  # fmt: skip
-    assert lines(b)[0] == ([0.0, 200.0], [0.0, 0.5])  # the copying row is not plotted
-    assert a.get_xlim() != b.get_xlim()  # each run its own x axis
-    assert [t.get_text() for t in fig.legends[0].texts] == ["L0H0", "L0H1", "L1H0", "L1H1"]
-    # Three panels a row, each 3 inches high.
-    assert [ax.get_subplotspec().get_geometry()[:2] for ax in fig.axes] == [(2, 3)] * 4
-    assert fig.get_size_inches()[1] == pytest.approx(6.0)
-
-
-def test_prefix_matching_over_training_falls_back_to_steps() -> None:
-    data = head_rows({"a": (0, 10)}, tokens=False)
-    fig = plot_prefix_matching_over_training(data)
-    (ax,) = fig.axes
-    assert ax.get_xlabel() == "step" and lines(ax)[0] == ([0.0, 10.0], [0.0, 0.1])
-
-
-def test_head_heatmaps_label_ticks_and_blank_the_missing_panels() -> None:
-    rows = head_rows({"b": (0, 10, 20), "a": (10,)})
-    rows.loc[rows["head"] == 1, "head"] = 7  # head ids label the columns
-    fig = plot_head_heatmaps(rows, {"heatmap_steps": [0, 10, 20]})
-    panels = [ax for ax in fig.axes if ax.images]
-    assert [ax.get_title() for ax in panels] == ["a\nstep 10", "b\nstep 0", "b\nstep 10",
-                                                 "b\nstep 20"]  # fmt: skip
-    grid_axes = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
-    assert len(grid_axes) == 6  # 2 runs x 3 columns
-    assert [ax.axison for ax in grid_axes] == [True, False, False, True, True, True]
-    first = panels[0]
-    assert [t.get_text() for t in first.get_xticklabels()] == ["0", "7"]
-    assert [t.get_text() for t in first.get_yticklabels()] == ["0", "1"]
-    assert list(first.get_xticks()) == [0, 1] and list(first.get_yticks()) == [0, 1]
-    assert first.get_xticklabels()[0].get_fontsize() == 6
-    assert first.get_yticklabels()[0].get_fontsize() == 6
-    assert (first.get_xlabel(), first.get_ylabel()) == ("head", "layer")
-    assert first.xaxis.label.get_fontsize() == 7 and first.yaxis.label.get_fontsize() == 7
-    assert first.title.get_fontsize() == 7
-    image = first.images[0]
-    np.testing.assert_allclose(image.get_array(), [[0.1, 0.11], [0.2, 0.21]])
-    assert image.get_cmap().name == "viridis" and image.get_interpolation() == "nearest"
-    assert first.get_aspect() == "auto"
-    (colorbar,) = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
-    assert colorbar.get_ylabel() == "prefix-matching score"
-    assert tuple(fig.get_size_inches()) == pytest.approx((9.0, 5.0))
-
-
-def test_head_heatmaps_of_a_run_with_two_steps_show_both_once() -> None:
-    fig = plot_head_heatmaps(head_rows({"a": (3, 8)}), {})
-    assert [ax.get_title() for ax in fig.axes if ax.images] == ["a\nstep 3", "a\nstep 8"]
-
-
-def test_head_heatmaps_of_steps_no_run_has_are_blank_panels() -> None:
-    fig = plot_head_heatmaps(head_rows({"a": (0,), "b": (1,)}), {"heatmap_steps": [99]})
-    assert [ax.axison for ax in fig.axes] == [False, False]  # one blank column, no colorbar
-    assert tuple(fig.get_size_inches()) == pytest.approx((3.0, 5.0))
-
-
-def test_head_heatmaps_without_scores_are_one_empty_panel() -> None:
-    fig = plot_head_heatmaps(head_rows({"a": (0,)}).iloc[-1:], {"heatmap_steps": None})
-    (ax,) = fig.axes  # no colorbar either
-    assert not ax.images and tuple(fig.get_size_inches()) == pytest.approx((3.0, 2.5))
+    monkeypatch.setattr(nodes.telemetry_plots, "plot_prefix_matching_over_training", lines_figure)
+    monkeypatch.setattr(nodes.telemetry_plots, "plot_head_heatmaps", heatmaps_figure)
+    head = pd.DataFrame({"run_name": ["a"]})
+    assert plot_prefix_matching_over_training(head) == "lines"
+    assert plot_head_heatmaps(head, {"heatmap_steps": [0, 10]}) == "heatmaps"
+    assert plot_head_heatmaps(head, {}) == "heatmaps"
+    assert [call[0] is head for call in seen] == [True, True, True]
+    assert [call[1:] for call in seen] == [(), ([0, 10],), (None,)]
 
 
 # ---------------------------------------------------------------- external checkpoints

@@ -21,13 +21,16 @@ import pytest
 import torch
 
 from ih_kedro.pipelines.training import nodes
-from ih_kedro.pipelines.training.nodes import expand_grid, make_online_evaluator, train_sweep
+from ih_kedro.pipelines.training.nodes import make_online_evaluator, train_sweep
 from ih_kedro.science.data import vocabulary
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.telemetry import probes, scores
 from ih_kedro.science.training import sweep
-from ih_kedro.science.training.run import MANIFEST_COLUMNS, CheckpointStore
-from ih_kedro.science.training.sweep import ExecutorConfig, TrackingSpec
+from ih_kedro.science.training.checkpoints import CheckpointStore
+from ih_kedro.science.training.grid import expand_grid
+from ih_kedro.science.training.run import MANIFEST_COLUMNS
+from ih_kedro.science.training.sweep import ExecutorConfig
+from ih_kedro.science.training.tasks import TrackingSpec
 from ih_kedro.science.training.tracking import absolute_tracking_uri
 
 VOCAB = 64

@@ -1,4 +1,4 @@
-"""``BigramModelDataset``: a saved :class:`~ih_kedro.science.data.variants.semi_natural.BigramModel` (``.npz``)."""
+"""``BigramModelDataset``: a saved :class:`~ih_kedro.science.data.variants.bigram_model.BigramModel` (``.npz``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from ih_kedro.science.data.variants.semi_natural import BigramModel
+from ih_kedro.science.data.variants.bigram_model import BigramModel
 
 
 class BigramModelDataset(AbstractDataset[BigramModel, BigramModel]):

@@ -7,13 +7,13 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from ih_kedro.science.training.run import CheckpointStore
+from ih_kedro.science.training.checkpoints import CheckpointStore
 
 
 class CheckpointStoreDataset(AbstractDataset[Any, CheckpointStore]):
     """A folder of training runs (see ``CheckpointStore`` for the layout).
 
-    ``load`` returns a :class:`~ih_kedro.science.training.run.CheckpointStore` handle, creating the
+    ``load`` returns a :class:`~ih_kedro.science.training.checkpoints.CheckpointStore` handle, creating the
     folder if needed. Training writes checkpoints through that handle (resumable training is
     stateful), so there is nothing to ``save``: saving raises ``DatasetError``.
     """

@@ -8,13 +8,8 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from ih_kedro.science.data.corpus import (
-    Document,
-    DocumentStream,
-    find_shards,
-    write_embedded_corpus,
-    write_pile_shards,
-)
+from ih_kedro.science.data.corpus import Document, DocumentStream, find_shards, write_pile_shards
+from ih_kedro.science.data.embedded_corpus import write_embedded_corpus
 
 EMBEDDED_CORPORA = ("kjv",)
 

@@ -11,12 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ih_kedro.science.data.batches import (
-    batch_rng,
-    expected_copied_fraction,
-    sample_batch,
-    span_length_bounds,
-)
+from ih_kedro.science.data.batches import batch_rng, sample_batch
+from ih_kedro.science.data.variants.copies import expected_copied_fraction, span_length_bounds
 
 
 def reference_batch(tokens, batch, context, seed, step, rate, lo_frac, hi_frac):

@@ -1,4 +1,4 @@
-"""Tests of ih_kedro.science.data.corpus: ingestion, bad input, embedded KJV, dedup, hash split."""
+"""Tests of ih_kedro.science.data.corpus: ingestion, bad input, writing shards, selections."""
 
 from __future__ import annotations
 
@@ -16,15 +16,11 @@ from ih_kedro.science.data.corpus import (
     DocumentSelection,
     DocumentStream,
     IngestionStats,
-    content_hash,
     find_shards,
-    is_held_out,
     iter_pile_documents,
-    kjv_documents,
-    shingles,
-    write_embedded_corpus,
     write_pile_shards,
 )
+from ih_kedro.science.data.split import is_held_out
 
 WORDS = (
     "river stone light garden window harbor silver market winter engine paper forest "
@@ -158,59 +154,6 @@ def test_write_pile_shards_round_trip(tmp_path: Path) -> None:
     assert [d.text for d in docs] == [r["text"] for r in recs]
     assert {d.pile_set_name for d in docs} == {"S"}
     assert not list(tmp_path.glob(".*tmp"))
-
-
-def test_kjv_documents_are_chapters_without_references() -> None:
-    docs = list(kjv_documents())
-    assert len(docs) == 1189
-    first = docs[0]
-    assert first["meta"] == {"pile_set_name": "KJV", "book": "Genesis", "chapter": 1}
-    assert first["text"].startswith("In the beginning God created the heaven and the earth. And")
-    assert docs[-1]["meta"]["book"] == "Revelation" and docs[-1]["meta"]["chapter"] == 22
-    assert not any("Genesis 1:" in d["text"] for d in docs[:50])
-    # ~790k words in the whole Bible.
-    n_words = sum(len(d["text"].split()) for d in docs)
-    assert 750_000 < n_words < 830_000
-
-
-def test_embedded_corpus_goes_through_shard_ingestion(tmp_path: Path) -> None:
-    paths = write_embedded_corpus(tmp_path)
-    assert all(p.name.endswith(".jsonl.zst") for p in paths)
-    stream = DocumentStream(paths)
-    n = sum(1 for _ in stream)
-    assert n == 1189
-    assert stream.stats.by_set == {"KJV": 1189}
-    assert stream.stats.n_bad == 0
-
-
-def test_content_hash_uses_normalised_text() -> None:
-    assert (
-        content_hash("Hello   World.")
-        == content_hash("hello world.")
-        == content_hash("HELLO WORLD.\n")
-    )
-    assert content_hash("a  b") == content_hash("A b")
-    assert content_hash("a b") != content_hash("a b.")
-    assert shingles("one two three", 5) == {b"one two three"}
-    assert shingles("a b c d e f", 5) == {b"a b c d e", b"b c d e f"}
-
-
-def test_hash_split_is_stable_and_near_target() -> None:
-    texts = [f"document {i} with some words" for i in range(20_000)]
-    held = np.array([is_held_out(t, 0.02) for t in texts])
-    # Binomial(20000, 0.02): mean 400, sd 19.8.
-    assert 320 < held.sum() < 480
-    again = np.array([is_held_out(t, 0.02) for t in texts])
-    assert (held == again).all()
-    # Nested: a smaller fraction holds out a subset.
-    small = np.array([is_held_out(t, 0.002) for t in texts])
-    assert (small <= held).all() and 15 < small.sum() < 70
-    assert not any(is_held_out(t, 0.0) for t in texts[:100])
-    assert all(is_held_out(t, 1.0) for t in texts[:100])
-    # Pinned: the split is part of the data contract.
-    assert is_held_out("In the beginning", 0.5) == is_held_out("In the beginning", 0.5)
-    with pytest.raises(ValueError, match="held_out_fraction"):
-        is_held_out("x", 1.5)
 
 
 def test_document_selection_filters_by_mask_and_split(tmp_path: Path) -> None:

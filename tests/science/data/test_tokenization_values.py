@@ -19,7 +19,8 @@ import pytest
 from tokenizers import Tokenizer, processors
 
 from ih_kedro.science.data import tokenization
-from ih_kedro.science.data.corpus import Document, kjv_documents
+from ih_kedro.science.data.corpus import Document
+from ih_kedro.science.data.embedded_corpus import kjv_documents
 from ih_kedro.science.data.packed import ShardedTokenArray
 from ih_kedro.science.data.tokenization import (
     ChecksumError,

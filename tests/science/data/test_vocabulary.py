@@ -9,8 +9,8 @@ import pytest
 from ih_kedro.datasets.packed_tokens import PackedTokensDataset
 from ih_kedro.pipelines.data_engineering.nodes import compact_token_streams
 from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.data.variants.bigram_model import estimate_bigram_model
 from ih_kedro.science.data.variants.markov import state_token_ids
-from ih_kedro.science.data.variants.semi_natural import estimate_bigram_model
 from ih_kedro.science.data.vocabulary import (
     META_KEY,
     CompactVocabulary,

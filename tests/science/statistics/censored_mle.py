@@ -1,7 +1,7 @@
 """An independent right-censored Gaussian MLE (Tobit), the reference for the emergence-law tests.
 
 Written with scipy densities and Nelder-Mead, sharing nothing with the Newton solver in
-``ih_kedro.science.statistics.emergence_law``.
+``ih_kedro.science.statistics.censored_regression``.
 """
 
 from __future__ import annotations
@@ -39,3 +39,9 @@ def censored_normal_mle(
         method="Nelder-Mead",
         options={"xatol": xatol, "fatol": fatol, "maxiter": 40_000},
     ).x
+
+
+def independent_tobit(y: np.ndarray, X: np.ndarray, censored: np.ndarray) -> np.ndarray:
+    """Right-censored Gaussian MLE (beta, sigma) with scipy densities and Nelder-Mead."""
+    theta = censored_normal_mle(y, X, censored, xatol=1e-11, fatol=1e-13)
+    return np.append(theta[:-1], math.exp(theta[-1]))

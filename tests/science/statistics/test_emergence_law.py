@@ -1,61 +1,38 @@
-"""The emergence law fit recovers known exponents from synthetic emergence points."""
+"""The emergence law fit: known exponents from synthetic emergence points, and its internals.
+
+The fit recovers known exponents, CIs cover, censoring and status are handled; its helpers
+(Pearson r with a Fisher-z CI, the Wald test, leave-one-configuration-out, the run table) are
+checked on tiny hand-built inputs against values computed here independently (numpy least
+squares, statsmodels OLS, scipy and an independent censored MLE), or against literal messages.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
+import statsmodels.api as sm
+from scipy import stats
 
-from ih_kedro.science.statistics.emergence_law import (
-    fit_emergence_law,
+from ih_kedro.science.statistics import emergence_law as el
+from ih_kedro.science.statistics.censored_regression import RegressionFit
+from ih_kedro.science.statistics.emergence_law import fit_emergence_law
+from ih_kedro.science.statistics.emergence_prediction import (
     fit_summary_dict,
-    fit_summary_table,
     predict_emergence,
 )
+from tests.science.statistics.censored_mle import independent_tobit
+from tests.science.statistics.law_tables import A, B, T, law_table, synthetic_table
 
-A, B, T = 0.37, 0.62, 1e5
-BATCHES = (32, 64, 128)
-CONTEXTS = (32, 64, 128)
+LOGGER = "ih_kedro.science.statistics.emergence_law"
 
 
-def synthetic_table(
-    *,
-    seed: int = 0,
-    sd: float = 0.05,
-    batches=BATCHES,
-    contexts=CONTEXTS,
-    n_seeds: int = 3,
-    a: float = A,
-    b: float = B,
-) -> pd.DataFrame:
-    """Emergence steps from the law with log-normal noise, one row per (B, C, seed)."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for bs in batches:
-        for c in contexts:
-            for s in range(n_seeds):
-                step = T / (bs**a * c**b) * math.exp(rng.normal(0, sd))
-                rows.append(
-                    {
-                        "run_name": f"b{bs}_c{c}_s{s}",
-                        "metric": "prefix_matching",
-                        "method": "threshold",
-                        "step": step,
-                        "tokens": step * bs * c,
-                        "censored": False,
-                        "threshold": 0.4,
-                        "last_step": 10 * step,
-                        "preset": "attn2l",
-                        "batch_size": bs,
-                        "context_length": c,
-                        "seed": s,
-                    }
-                )
-    return pd.DataFrame(rows)
+def messages(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER]
 
 
 def test_recovers_known_exponents():
@@ -152,37 +129,6 @@ def test_tobit_without_censoring_matches_ols():
     assert width(tobit.a_ci) == pytest.approx(width(ols.a_ci), rel=0.25)
 
 
-def test_prediction_intervals_cover_new_draws():
-    fit = fit_emergence_law(synthetic_table(seed=5), leave_one_out=False)
-    rng = np.random.default_rng(11)
-    configs = [(48, 48), (256, 32), (32, 256), (100, 100)]
-    pred = predict_emergence(fit, [c[0] for c in configs], [c[1] for c in configs])
-    hits, total = 0, 0
-    for row in pred.itertuples():
-        draws = (
-            T / (row.batch_size**A * row.context_length**B) * np.exp(rng.normal(0, 0.05, size=500))
-        )
-        hits += int(np.sum((draws >= row.step_low) & (draws <= row.step_high)))
-        total += draws.size
-    assert 0.88 <= hits / total <= 0.995
-    assert set(pred.columns) >= {"step", "step_low", "step_high", "tokens", "tokens_high"}
-    # Predictions from the JSON summary match predictions from the fit object.
-    summary = json.loads(json.dumps(fit_summary_dict(fit)))
-    np.testing.assert_allclose(predict_emergence(summary, 48, 48).step_high, pred.step_high.iloc[0])
-
-
-def test_summary_table_and_dict_are_complete_and_jsonable():
-    fit = fit_emergence_law(synthetic_table())
-    table = fit_summary_table(fit)
-    assert list(table.columns) == ["parameter", "estimate", "ci_low", "ci_high"]
-    assert {"a", "b", "T", "r_squared", "loo_r_log", "wald_p_value", "n_runs"} <= set(
-        table.parameter
-    )
-    summary = fit_summary_dict(fit)
-    text = json.dumps(summary, allow_nan=False)
-    assert json.loads(text)["a"]["ci_low"] < A
-
-
 def test_degenerate_inputs():
     table = synthetic_table()
     with pytest.raises(ValueError, match="need at least"):
@@ -260,7 +206,7 @@ def test_tobit_converges_without_warnings_on_well_posed_data(caplog):
     table = synthetic_table(seed=2, sd=0.1)
     table = _censor_slowest(table, budget=float(np.quantile(table.step, 0.8)))
     assert 0 < table.censored.sum() < len(table) // 2
-    with caplog.at_level(logging.WARNING, logger="ih_kedro.science.statistics.emergence_law"):
+    with caplog.at_level(logging.WARNING, logger="ih_kedro.science.statistics.censored_regression"):
         fit = fit_emergence_law(
             table.drop(columns="censored").assign(
                 status=np.where(table.censored, "censored", "emerged")
@@ -286,3 +232,400 @@ def test_status_column_excludes_left_censored_and_failed_rows(caplog):
     assert "1 left-censored runs" in caplog.text and "1 runs whose estimator failed" in caplog.text
     summary = fit_summary_dict(fit)
     assert summary["n_left_censored"] == 1 and summary["n_fit_failed"] == 1
+
+
+# ------------------------------------------------------------------ fit_emergence_law: estimators
+
+
+def test_tobit_fit_without_repeats_is_classical() -> None:
+    table = law_table(n_seeds=1, seed=2)
+    budget = float(np.quantile(table.step, 0.8))
+    slow = table.step > budget
+    table = table.assign(censored=slow, step=table.step.where(~slow), last_step=budget)
+    fit = fit_emergence_law(table, censored="tobit", leave_one_out=False)
+    assert fit.n_clusters == 0 and fit.covariance == "classical"
+    summary = fit_summary_dict(fit)
+    assert summary["covariance"] == "classical" and summary["n_clusters"] == 0
+
+
+def test_min_runs_and_the_tobit_minimum() -> None:
+    assert (el._min_runs(3, "exclude"), el._min_runs(3, "tobit")) == (4, 5)
+    table = law_table(batches=(32, 64, 128), contexts=(32, 64), n_seeds=1, seed=4)
+    table = table.iloc[[0, 1, 2, 3, 5]].reset_index(drop=True)  # 5 runs, 3 coefficients
+    table = table.assign(censored=[False, False, False, False, True], last_step=1e6)
+    table.loc[4, "step"] = np.nan
+    fit = fit_emergence_law(table, censored="tobit", leave_one_out=False)
+    assert fit.n_runs == 5
+    with pytest.raises(
+        ValueError,
+        match="^"
+        + re.escape(
+            "emergence law: 4 usable runs for 3 coefficients "
+            "['const', 'log_batch_size', 'log_context_length']; need at least 5 "
+            "(censored='tobit', 0 censored runs excluded)"
+        )
+        + "$",
+    ):
+        fit_emergence_law(table.iloc[:4], censored="tobit")
+
+
+def test_collinear_design_message() -> None:
+    table = law_table(batches=(32, 64, 128), contexts=(32,), n_seeds=1)
+    table = table.assign(context_length=table.batch_size)
+    with pytest.raises(
+        ValueError,
+        match="^"
+        + re.escape(
+            "emergence law: the design ['const', 'log_batch_size', 'log_context_length'] is "
+            "collinear (e.g. B and C always change together); vary them independently"
+        )
+        + "$",
+    ):
+        fit_emergence_law(pd.concat([table, table]))
+
+
+# ------------------------------------------------------------------ _pearson_with_ci
+
+
+def test_pearson_drops_non_finite_pairs_and_has_a_ci_from_four_points() -> None:
+    x = np.array([1.0, 2.0, np.nan, 3.0, 4.0, 5.0])
+    y = np.array([2.0, 1.0, 7.0, 4.0, 3.0, 6.0])
+    r, ci = el._pearson_with_ci(x, y, 0.9)
+    keep = np.isfinite(x)
+    expected = stats.pearsonr(x[keep], y[keep])[0]
+    half = stats.norm.ppf(0.95) / math.sqrt(5 - 3)
+    assert r == pytest.approx(expected, rel=1e-12)
+    assert ci == pytest.approx((math.tanh(math.atanh(r) - half), math.tanh(math.atanh(r) + half)))
+    four, ci4 = el._pearson_with_ci(x[[0, 1, 3, 4]], y[[0, 1, 3, 4]], 0.95)
+    z, half4 = math.atanh(four), stats.norm.ppf(0.975)
+    assert ci4 == pytest.approx((math.tanh(z - half4), math.tanh(z + half4)), rel=1e-12)
+    three, ci3 = el._pearson_with_ci(np.array([1.0, 2.0, 3.0]), np.array([2.0, 1.0, 4.0]), 0.95)
+    assert three == pytest.approx(stats.pearsonr([1, 2, 3], [2, 1, 4])[0], rel=1e-12)
+    assert all(math.isnan(v) for v in ci3)
+
+
+def test_pearson_of_a_unit_range_and_of_a_constant() -> None:
+    x = np.array([0.0, 0.25, 0.5, 1.0])
+    y = np.array([3.0, 1.0, 4.0, 1.5])
+    assert el._pearson_with_ci(x, y, 0.95)[0] == pytest.approx(stats.pearsonr(x, y)[0])
+    assert el._pearson_with_ci(y, x, 0.95)[0] == pytest.approx(stats.pearsonr(x, y)[0])
+    with np.errstate(all="raise"):  # a constant side is NaN, without numpy arithmetic
+        r, ci = el._pearson_with_ci(np.ones(4), y, 0.95)
+    assert math.isnan(r) and all(math.isnan(v) for v in ci)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_pearson_of_a_perfect_correlation_clips_fisher_z(sign: float) -> None:
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    r, (low, high) = el._pearson_with_ci(x, sign * x, 0.95)
+    assert r == pytest.approx(sign, abs=1e-15)
+    z = math.atanh(float(np.clip(r, -1 + 1e-15, 1 - 1e-15)))
+    half = stats.norm.ppf(0.975)
+    assert (low, high) == (math.tanh(z - half), math.tanh(z + half))
+    assert sign * math.tanh(math.atanh(1 - 1e-15) - half) == pytest.approx(
+        low if sign > 0 else high, abs=1e-15
+    )
+
+
+# ------------------------------------------------------------------ _wald
+
+
+def test_wald_without_exponents_and_with_a_singular_covariance(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    core = RegressionFit(
+        params=np.array([1.0, -0.3, -0.6]), cov=np.zeros((3, 3)), sigma=0.0, df_resid=4.0
+    )
+    none = el._wald(core, ["const"], {"a": 0.37, "b": 0.62}, "exclude")
+    assert none[1:] == (0, none[2], "F") and math.isnan(none[0]) and math.isnan(none[2])
+    names = ["const", "log_batch_size", "log_context_length"]
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        stat, df, p, kind = el._wald(core, names, {"a": 0.37, "b": 0.62}, "tobit")
+    assert messages(caplog) == [
+        "emergence law: singular coefficient covariance; Wald test undefined"
+    ]
+    assert (df, kind) == (2, "chi2") and math.isnan(stat) and math.isnan(p)
+
+
+# ------------------------------------------------------------------ leave-one-configuration-out
+
+
+def _lstsq_loo(X: np.ndarray, y: np.ndarray, groups: np.ndarray, skip: set) -> np.ndarray:
+    out = np.full(len(y), np.nan)
+    for g in pd.unique(groups):
+        held = groups == g
+        if g not in skip:
+            out[held] = X[held] @ np.linalg.lstsq(X[~held], y[~held], rcond=None)[0]
+    return out
+
+
+def test_loo_goes_on_after_a_configuration_with_too_few_runs_left() -> None:
+    table = pd.DataFrame(
+        {
+            "batch_size": [1, 1, 1, 2, 4],
+            "context_length": [64] * 5,
+            "step": [1500.0, 1400.0, 1650.0, 1100.0, 800.0],
+        }
+    )
+    fit = fit_emergence_law(table)
+    X = np.column_stack([np.ones(5), np.log(table.batch_size.to_numpy(float))])  # (5, 2)
+    expected = _lstsq_loo(X, np.log(table.step.to_numpy()), table.batch_size.to_numpy(), {1})
+    np.testing.assert_allclose(fit.data.loo_log_predicted, expected, rtol=1e-10)
+
+
+def test_loo_goes_on_after_a_configuration_that_leaves_b_and_c_collinear() -> None:
+    configs = [(2, 1), (1, 1), (2, 2), (4, 4)]  # without (2, 1): log B = log C
+    rng = np.random.default_rng(8)
+    table = pd.DataFrame(
+        [
+            {"batch_size": b, "context_length": c, "step": 1e4 / (b**A * c**B) * math.exp(e)}
+            for b, c in configs
+            for e in rng.normal(0, 0.1, 2)
+        ]
+    )
+    fit = fit_emergence_law(table)
+    X = np.column_stack(
+        [
+            np.ones(8),
+            np.log(table.batch_size.to_numpy(float)),
+            np.log(table.context_length.to_numpy(float)),
+        ]
+    )
+    groups = (table.batch_size.astype(str) + "|" + table.context_length.astype(str)).to_numpy()
+    expected = _lstsq_loo(X, np.log(table.step.to_numpy()), groups, {"2|1"})
+    np.testing.assert_allclose(fit.data.loo_log_predicted, expected, rtol=1e-10)
+
+
+def test_loo_with_an_extra_covariate_of_unit_range() -> None:
+    table = law_table(batches=(32, 64, 128), contexts=(32, 64), n_seeds=1, seed=6)
+    table["depth"] = [0.0, 1.0, 0.5, 1.0, 0.0, 0.5]
+    fit = fit_emergence_law(table, extra_covariates=("depth",))
+    X = np.column_stack(
+        [
+            np.ones(6),
+            np.log(table.batch_size.to_numpy(float)),
+            np.log(table.context_length.to_numpy(float)),
+            table.depth.to_numpy(),
+        ]
+    )
+    groups = (table.batch_size.astype(str) + "|" + table.context_length.astype(str)).to_numpy()
+    expected = _lstsq_loo(X, np.log(table.step.to_numpy()), groups, set())
+    np.testing.assert_allclose(fit.data.loo_log_predicted, expected, rtol=1e-9)
+
+
+def test_tobit_loo_skips_a_hold_out_that_leaves_one_emerged_run() -> None:
+    # B = 2 (first) holds two of the three emerged runs; B = 4 the third.
+    table = pd.DataFrame(
+        {
+            "batch_size": [2, 2, 4, 1, 1, 8, 8],
+            "context_length": [64] * 7,
+            "step": [1100.0, 900.0, 700.0, np.nan, np.nan, np.nan, np.nan],
+            "censored": [False, False, False, True, True, True, True],
+            "last_step": [2000.0, 2000.0, 2000.0, 1200.0, 1300.0, 400.0, 450.0],
+        }
+    )
+    fit = fit_emergence_law(table, censored="tobit", cluster_by_configuration=False)
+    b = table.batch_size.to_numpy(float)
+    X = np.column_stack([np.ones(7), np.log(b)])  # (7, 2)
+    y = np.log(np.where(table.censored, table.last_step, table.step))
+    censored = table.censored.to_numpy()
+    expected = np.full(7, np.nan)
+    for value in (4, 1, 8):
+        held = b == value
+        theta = independent_tobit(y[~held], X[~held], censored[~held])
+        expected[held] = X[held] @ theta[:-1]
+    np.testing.assert_allclose(fit.data.loo_log_predicted, expected, atol=1e-5)
+
+
+# ------------------------------------------------------------------ fit_emergence_law
+
+
+def test_levels_zero_and_one_are_rejected() -> None:
+    table = law_table()
+    for level in (0.0, 1.0):
+        with pytest.raises(ValueError, match=rf"^level: must be in \(0, 1\), got {level}$"):
+            fit_emergence_law(table, level=level)
+
+
+def test_a_table_with_index_and_level_0_columns_fits_like_one_without(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    table = law_table(seed=1)
+    table["status"] = "emerged"
+    table.loc[3, "status"] = "left_censored"
+    table.loc[5, ["status", "last_step"]] = ["censored", 1e6]
+    table.loc[5, "step"] = np.nan
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        fit = fit_emergence_law(table.reset_index().reset_index(), leave_one_out=False)
+    logged = messages(caplog)
+    reference = fit_emergence_law(table, leave_one_out=False)
+    np.testing.assert_allclose(fit.params, reference.params, rtol=1e-12)
+    assert (fit.n_left_censored, fit.n_fit_failed, fit.n_censored_excluded) == (1, 0, 1)
+    assert logged == [
+        "emergence law: 1 left-censored runs (above threshold at the first checkpoint) "
+        "and 0 runs whose estimator failed are excluded from the fit (of 18)",
+        "emergence law: 1 of 17 runs are censored (no emergence within budget) and are "
+        "excluded; S* is biased low for slow configurations; consider censored='tobit'",
+    ]
+
+
+def test_counts_are_zero_without_status_or_censoring(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        fit = fit_emergence_law(law_table(seed=3))
+    assert (fit.n_left_censored, fit.n_fit_failed, fit.n_censored_excluded) == (0, 0, 0)
+    assert messages(caplog) == []
+
+
+@pytest.mark.parametrize(
+    ("batches", "contexts", "name", "key"),
+    [
+        ((64,), (32, 64, 128), "B (batch_size)", "a"),
+        ((32, 64, 128), (64,), "C (context_length)", "b"),
+    ],
+)
+def test_a_single_b_or_c_warns_with_its_name(
+    caplog: pytest.LogCaptureFixture,
+    batches: tuple[int, ...],
+    contexts: tuple[int, ...],
+    name: str,
+    key: str,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        fit_emergence_law(law_table(batches=batches, contexts=contexts), leave_one_out=False)
+    assert messages(caplog) == [
+        f"emergence law: a single {name} in the data; exponent {key} is not identifiable "
+        "(reported as NaN), only the other terms are fitted"
+    ]
+
+
+def test_tobit_needs_two_emerged_runs_and_fits_with_exactly_two() -> None:
+    table = pd.DataFrame(
+        {
+            "batch_size": [64] * 4,
+            "context_length": [128] * 4,
+            "step": [900.0, 1200.0, np.nan, np.nan],
+            "censored": [False, False, True, True],
+            "last_step": [5000.0, 5000.0, 1500.0, 1000.0],
+        }
+    )
+    fit = fit_emergence_law(table, censored="tobit", leave_one_out=False)
+    y = np.log([900.0, 1200.0, 1500.0, 1000.0])
+    theta = independent_tobit(y, np.ones((4, 1)), table.censored.to_numpy())
+    assert fit.log_T == pytest.approx(theta[0], abs=1e-5)
+    one = table.assign(censored=[False, True, True, True], step=[900.0] + [np.nan] * 3)
+    with pytest.raises(
+        ValueError, match="^emergence law: tobit needs at least 2 runs that emerged$"
+    ):
+        fit_emergence_law(one, censored="tobit")
+
+
+# ------------------------------------------------------------------ the fit's run table
+
+
+def test_fit_data_without_run_names_or_seeds_and_with_censored_runs() -> None:
+    table = pd.DataFrame(
+        {
+            "batch_size": [1, 2, 4, 8, 1, 2, 4, 8],
+            "context_length": [64] * 8,
+            "step": [2000.0, 1500.0, 1100.0, np.nan, 2100.0, 1400.0, 1000.0, 800.0],
+            "censored": [False, False, False, True, False, False, False, False],
+            "last_step": [5000.0] * 3 + [700.0] + [5000.0] * 4,
+        }
+    )
+    fit = fit_emergence_law(table, censored="tobit", leave_one_out=False)
+    data = fit.data
+    assert list(data.columns) == [
+        "run_name",
+        "batch_size",
+        "context_length",
+        "seed",
+        "censored",
+        "observed",
+        "log_observed",
+        "log_predicted",
+        "residual",
+        "loo_log_predicted",
+    ]
+    assert list(data.context_length) == [64] * 8 and list(data.batch_size) == [1, 2, 4, 8] * 2
+    assert (data[["observed", "log_observed", "residual"]].dtypes == np.float64).all()
+    assert list(data.run_name) == list(range(8)) and data.seed.isna().all() and fit.seeds == []
+    X = np.column_stack([np.ones(8), np.log(table.batch_size.to_numpy(float))])  # (8, 2)
+    np.testing.assert_allclose(data.log_predicted, X @ fit.params, rtol=1e-12)
+    obs = ~table.censored.to_numpy()
+    y = np.log(table.step.to_numpy())
+    np.testing.assert_allclose(data.log_observed[obs], y[obs], rtol=1e-15)
+    np.testing.assert_allclose(data.observed[obs], table.step[obs], rtol=1e-12)
+    np.testing.assert_allclose(data.residual[obs], (y - X @ fit.params)[obs], rtol=1e-10)
+    assert data.loc[3, ["observed", "log_observed", "residual"]].isna().all()
+    assert list(data.censored) == list(~obs)
+    assert fit.T_ci == (math.exp(fit.log_T_ci[0]), math.exp(fit.log_T_ci[1]))
+
+
+def test_fit_lists_only_fitted_covariates_and_sorted_seeds() -> None:
+    table = law_table(seed=9, n_seeds=2)
+    table["seed"] = np.tile([7, 3], 9)
+    table["flat"] = 1.0
+    table["depth"] = np.tile([1.0, 2.0, 4.0], 6)
+    fit = fit_emergence_law(table, extra_covariates=("flat", "depth"), leave_one_out=False)
+    assert fit.extra_covariates == ("depth",) and fit.seeds == [3, 7]
+    assert list(fit.data.seed) == [7, 3] * 9
+    assert list(fit.data.run_name) == list(table.run_name)
+    assert fit.coef_names == ["const", "log_batch_size", "log_context_length", "depth"]
+
+
+def test_undefined_leave_one_out_r_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    table = law_table(batches=(32, 64), contexts=(32, 64), n_seeds=1)
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        fit = fit_emergence_law(table)
+    assert math.isnan(fit.loo_r_log) and math.isnan(fit.loo_r_linear)
+    assert messages(caplog) == [
+        "emergence law: leave-one-configuration-out r undefined (4 configurations)"
+    ]
+
+
+def test_r_squared_is_statsmodels_for_ols_and_over_emerged_runs_for_tobit() -> None:
+    table = law_table(seed=11, sd=0.2, n_seeds=1)
+    fit = fit_emergence_law(table, leave_one_out=False)
+    X = np.column_stack(
+        [
+            np.ones(9),
+            np.log(table.batch_size.to_numpy(float)),
+            np.log(table.context_length.to_numpy(float)),
+        ]
+    )  # (9, 3)
+    y = np.log(table.step.to_numpy())
+    assert fit.r_squared == pytest.approx(sm.OLS(y, X).fit().rsquared, rel=1e-12)
+    budget = float(np.quantile(table.step, 0.75))
+    slow = (table.step > budget).to_numpy()
+    censored = table.assign(censored=slow, step=table.step.where(~slow), last_step=budget)
+    tobit = fit_emergence_law(censored, censored="tobit", leave_one_out=False)
+    resid = y[~slow] - X[~slow] @ tobit.params
+    expected = 1.0 - resid @ resid / np.sum((y[~slow] - y[~slow].mean()) ** 2)
+    assert tobit.r_squared == pytest.approx(expected, rel=1e-12)
+
+
+def test_r_squared_is_nan_when_every_run_has_the_same_step() -> None:
+    table = law_table(seed=12, n_seeds=1).assign(step=500.0)
+    fit = fit_emergence_law(table, leave_one_out=False)
+    assert math.isnan(fit.r_squared) and math.isnan(fit.pearson_r_log)
+
+
+def test_tobit_loo_r_is_over_emerged_runs_only() -> None:
+    table = law_table(seed=13, sd=0.15, n_seeds=2)
+    budget = float(np.quantile(table.step, 0.8))
+    slow = (table.step > budget).to_numpy()
+    table = table.assign(censored=slow, step=table.step.where(~slow), last_step=budget)
+    fit = fit_emergence_law(table, censored="tobit", cluster_by_configuration=False)
+    loo = fit.data.loo_log_predicted.to_numpy()
+    assert np.isfinite(loo).all()
+    y = np.log(table.step.to_numpy()[~slow])
+    assert fit.loo_r_log == pytest.approx(stats.pearsonr(loo[~slow], y)[0], rel=1e-12)
+    assert fit.loo_r_linear == pytest.approx(
+        stats.pearsonr(np.exp(loo[~slow]), np.exp(y))[0], rel=1e-12
+    )
+
+
+def test_no_leave_one_out_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        fit = fit_emergence_law(law_table(seed=14), leave_one_out=False)
+    assert math.isnan(fit.loo_r_log) and messages(caplog) == []

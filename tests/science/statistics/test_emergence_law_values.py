@@ -1,7 +1,7 @@
 """Known answers for the emergence law: interval levels, LOO r, extra covariates, Tobit CIs.
 
 Every expected value is computed here independently of the code under test (numpy least
-squares, scipy quantiles, statsmodels' own prediction intervals), so a wrong quantile, a wrong
+squares, scipy quantiles, statsmodels' own confidence intervals), so a wrong quantile, a wrong
 level or a leave-one-out that is not one is caught, not only a crash.
 """
 
@@ -16,65 +16,21 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 
-from ih_kedro.science.statistics.emergence_law import (
-    fit_emergence_law as _fit_emergence_law,
-)
-from ih_kedro.science.statistics.emergence_law import (
+from ih_kedro.science.statistics.emergence_prediction import (
     fit_summary_dict,
     fit_summary_table,
     predict_emergence,
 )
 from tests.science.statistics.censored_mle import censored_normal_mle, censored_normal_nll
-
-A, B, T = 0.37, 0.62, 1e5
-
-
-def fit_emergence_law(*args, **kwargs):
-    """The fit with the classical covariance unless a test asks otherwise: these tests pin the
-    level, interval and likelihood arithmetic against plain statsmodels OLS / an independent
-    MLE; the cluster-robust covariance (the default with seed replicates) is pinned below and in
-    test_emergence_law.py."""
-    kwargs.setdefault("cluster_by_configuration", False)
-    return _fit_emergence_law(*args, **kwargs)
-
-
-GRID = (32, 64, 128)
-
-
-def law_table(seed: int = 0, sd: float = 0.05, n_seeds: int = 3) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    rows = [
-        {
-            "run_name": f"b{bs}_c{c}_s{s}",
-            "batch_size": bs,
-            "context_length": c,
-            "seed": s,
-            "step": T / (bs**A * c**B) * math.exp(rng.normal(0, sd)),
-            "censored": False,
-        }
-        for bs in GRID
-        for c in GRID
-        for s in range(n_seeds)
-    ]
-    return pd.DataFrame(rows)
-
-
-def design(table: pd.DataFrame) -> np.ndarray:
-    return np.column_stack(
-        [
-            np.ones(len(table)),
-            np.log(table.batch_size.to_numpy(float)),
-            np.log(table.context_length.to_numpy(float)),
-        ]
-    )  # (n, 3)
-
+from tests.science.statistics.law_tables import GRID, A, B, T, design, grid_table
+from tests.science.statistics.law_tables import classical_fit as fit_emergence_law
 
 # ------------------------------------------------------------------ CIs and their level
 
 
 @pytest.mark.parametrize("level", [0.8, 0.95])
 def test_ols_cis_equal_statsmodels_at_the_level(level):
-    table = law_table()
+    table = grid_table()
     fit = fit_emergence_law(table, level=level, leave_one_out=False)
     ols = sm.OLS(np.log(table.step.to_numpy()), design(table)).fit()
     ci = ols.conf_int(alpha=1 - level)  # (3, 2): const, log B, log C
@@ -100,7 +56,7 @@ def test_ols_cis_equal_statsmodels_at_the_level(level):
 
 
 def test_ci_width_ratio_between_levels_is_the_t_quantile_ratio():
-    table = law_table(seed=3)
+    table = grid_table(seed=3)
     wide = fit_emergence_law(table, level=0.95, leave_one_out=False)
     narrow = fit_emergence_law(table, level=0.8, leave_one_out=False)
     df = 27 - 3
@@ -120,56 +76,15 @@ def test_ci_coverage_matches_the_level(level, window):
     """
     n_sim, hits = 60, 0
     for seed in range(n_sim):
-        fit = fit_emergence_law(law_table(seed=seed, n_seeds=2), level=level, leave_one_out=False)
+        fit = fit_emergence_law(grid_table(seed=seed, n_seeds=2), level=level, leave_one_out=False)
         hits += fit.a_ci[0] <= A <= fit.a_ci[1]
         hits += fit.b_ci[0] <= B <= fit.b_ci[1]
     coverage = hits / (2 * n_sim)
     assert window[0] <= coverage <= window[1], coverage
 
 
-# ------------------------------------------------------------------ prediction intervals
-
-
-@pytest.mark.parametrize("level", [0.8, 0.95])
-def test_prediction_interval_equals_statsmodels_obs_interval(level):
-    table = law_table(seed=1)
-    fit = fit_emergence_law(table, level=level, leave_one_out=False)
-    new = pd.DataFrame({"batch_size": [48.0, 256.0, 32.0], "context_length": [48.0, 32.0, 512.0]})
-    pred = predict_emergence(fit, new.batch_size, new.context_length, level=level)
-    ols = sm.OLS(np.log(table.step.to_numpy()), design(table)).fit()
-    frame = ols.get_prediction(design(new)).summary_frame(alpha=1 - level)
-    np.testing.assert_allclose(pred.step, np.exp(frame["mean"]), rtol=1e-10)
-    np.testing.assert_allclose(pred.step_low, np.exp(frame["obs_ci_lower"]), rtol=1e-10)
-    np.testing.assert_allclose(pred.step_high, np.exp(frame["obs_ci_upper"]), rtol=1e-10)
-    np.testing.assert_allclose(
-        pred.tokens_high, pred.step_high * new.batch_size * new.context_length, rtol=1e-12
-    )
-    assert (pred.level == level).all()
-    # The JSON summary predicts the same interval.
-    again = predict_emergence(fit_summary_dict(fit), new.batch_size, new.context_length, level)
-    np.testing.assert_allclose(again.step_low, pred.step_low, rtol=1e-12)
-
-
-@pytest.mark.parametrize(("level", "window"), [(0.8, (0.76, 0.84)), (0.95, (0.93, 0.97))])
-def test_prediction_interval_coverage_matches_the_level(level, window):
-    """New draws from the law land inside the interval at the nominal rate (over 25 fits)."""
-    rng = np.random.default_rng(7)
-    hits = total = 0
-    for seed in range(25):
-        fit = fit_emergence_law(
-            law_table(seed=100 + seed, sd=0.1), level=level, leave_one_out=False
-        )
-        pred = predict_emergence(fit, [48, 100], [100, 48], level=level)
-        for row in pred.itertuples():
-            truth = T / (row.batch_size**A * row.context_length**B)
-            draws = truth * np.exp(rng.normal(0, 0.1, size=200))
-            hits += int(np.sum((draws >= row.step_low) & (draws <= row.step_high)))
-            total += draws.size
-    assert window[0] <= hits / total <= window[1], hits / total
-
-
 def test_level_outside_unit_interval_is_rejected():
-    table = law_table()
+    table = grid_table()
     with pytest.raises(ValueError, match=r"level: must be in \(0, 1\), got 1.5"):
         fit_emergence_law(table, level=1.5)
     fit = fit_emergence_law(table, leave_one_out=False)
@@ -184,7 +99,7 @@ def test_level_outside_unit_interval_is_rejected():
 
 @pytest.mark.parametrize("level", [0.8, 0.95])
 def test_tobit_cis_are_normal_wald_intervals_at_the_level(level):
-    table = law_table(seed=2, sd=0.1)
+    table = grid_table(seed=2, sd=0.1)
     budget = float(np.quantile(table.step, 0.75))
     slow = table.step > budget
     table.loc[slow, "censored"] = True
@@ -212,7 +127,7 @@ def test_tobit_cis_are_normal_wald_intervals_at_the_level(level):
 
 def test_tobit_censoring_point_is_last_step():
     """A censored run counts as 'later than last_step': raising last_step raises the fit's T."""
-    table = law_table(seed=4, sd=0.1)
+    table = grid_table(seed=4, sd=0.1)
     slow = table.step > float(np.quantile(table.step, 0.8))
     table.loc[slow, "censored"] = True
     table.loc[slow, "step"] = np.nan
@@ -286,7 +201,7 @@ def test_leave_one_configuration_out_r_has_the_known_value():
 
 
 def test_leave_one_out_off_gives_nan():
-    fit = fit_emergence_law(law_table(), leave_one_out=False)
+    fit = fit_emergence_law(grid_table(), leave_one_out=False)
     assert math.isnan(fit.loo_r_log) and math.isnan(fit.loo_r_linear)
     assert fit.data.loo_log_predicted.isna().all()
 
@@ -295,7 +210,7 @@ def test_leave_one_out_off_gives_nan():
 
 
 def test_extra_covariate_is_fitted_and_required_for_prediction(caplog):
-    table = law_table(seed=5, n_seeds=2)
+    table = grid_table(seed=5, n_seeds=2)
     # Two model sizes per cell: log_params 10 or 12, with a known effect of -0.25 per unit.
     table = pd.concat([table.assign(log_params=10.0), table.assign(log_params=12.0)])
     table["run_name"] = table.run_name + "_" + table.log_params.astype(str)
@@ -330,7 +245,7 @@ def test_extra_covariate_is_fitted_and_required_for_prediction(caplog):
 
 
 def test_bad_values_name_the_column():
-    table = law_table()
+    table = grid_table()
     with pytest.raises(ValueError, match="batch_size must be positive numbers"):
         fit_emergence_law(table.assign(batch_size=0))
     with pytest.raises(ValueError, match="context_length must be positive numbers"):
@@ -372,7 +287,7 @@ def _independent_tobit(y, X, censored):
 
 
 def test_tobit_equals_an_independent_censored_mle():
-    table = law_table(seed=6, sd=0.15, n_seeds=2)
+    table = grid_table(seed=6, sd=0.15, n_seeds=2)
     budget = float(np.quantile(table.step, 0.7))
     slow = table.step > budget
     table.loc[slow, ["censored", "step"]] = [True, np.nan]
@@ -391,7 +306,7 @@ def test_tobit_equals_an_independent_censored_mle():
 
 
 def test_ols_wald_f_test_equals_statsmodels():
-    table = law_table(seed=8)
+    table = grid_table(seed=8)
     fit = fit_emergence_law(table, seed_exponents={"a": 0.3, "b": 0.7}, leave_one_out=False)
     ols = sm.OLS(np.log(table.step.to_numpy()), design(table)).fit()
     test = ols.f_test((np.array([[0, 1.0, 0], [0, 0, 1.0]]), np.array([-0.3, -0.7])))
@@ -401,35 +316,10 @@ def test_ols_wald_f_test_equals_statsmodels():
     assert fit.wald_null == {"a": 0.3, "b": 0.7}
 
 
-def test_summary_table_rows_are_the_fit_attributes():
-    fit = fit_emergence_law(law_table(seed=9))
-    rows = fit_summary_table(fit)
-    names = [
-        "a", "b", "log_T", "T", "r_squared", "pearson_r_log", "pearson_r_linear", "loo_r_log",
-        "loo_r_linear", "residual_sd", "wald_statistic", "wald_p_value", "n_runs", "n_censored",
-        "n_censored_excluded", "n_configurations", "n_left_censored", "n_fit_failed", "n_clusters",
-    ]  # fmt: skip
-    assert list(rows.parameter) == names
-    by_name = rows.set_index("parameter")
-    for name in names:
-        assert by_name.loc[name, "estimate"] == pytest.approx(float(getattr(fit, name))), name
-    for name in ("a", "b", "log_T", "T", "pearson_r_log", "pearson_r_linear"):
-        ci = getattr(fit, f"{name}_ci")
-        assert (by_name.loc[name, "ci_low"], by_name.loc[name, "ci_high"]) == pytest.approx(ci)
-    assert by_name.loc[["r_squared", "loo_r_log", "n_runs"], "ci_low"].isna().all()
-    summary = fit_summary_dict(fit)
-    assert summary["wald"] == {
-        "null_a": 0.37, "null_b": 0.62, "test": "F", "statistic": pytest.approx(fit.wald_statistic),
-        "df": 2, "p_value": pytest.approx(fit.wald_p_value),
-    }  # fmt: skip
-    assert summary["n_configurations"] == 9 and summary["seeds"] == [0, 1, 2]
-    assert summary["identifiable"] == {"a": True, "b": True} and summary["level"] == 0.95
-
-
 @pytest.mark.parametrize("level", [0.8, 0.95])
 def test_cluster_robust_ols_cis_equal_statsmodels_cluster_with_g_minus_k_df(level):
-    table = law_table(n_seeds=3)
-    fit = _fit_emergence_law(table, level=level, leave_one_out=False)
+    table = grid_table(n_seeds=3)
+    fit = fit_emergence_law(table, level=level, leave_one_out=False, cluster_by_configuration=True)
     groups = (table.batch_size.astype(str) + "_" + table.context_length.astype(str)).factorize()[0]
     ols = sm.OLS(np.log(table.step.to_numpy()), design(table)).fit(
         cov_type="cluster", cov_kwds={"groups": groups}, use_t=True
@@ -476,53 +366,6 @@ def test_leave_one_out_skips_a_configuration_it_cannot_predict_and_goes_on():
     assert fit.loo_r_log == pytest.approx(np.corrcoef(expected, y[2:])[0, 1], rel=1e-10)
 
 
-def test_summary_dict_holds_every_estimate_under_its_name():
-    fit = fit_emergence_law(law_table(seed=10))
-    summary = fit_summary_dict(fit)
-    assert summary["response"] == "step" and summary["censored_handling"] == "exclude"
-    for name in ("a", "b", "log_T", "T", "pearson_r_log", "pearson_r_linear"):
-        ci = getattr(fit, f"{name}_ci")
-        assert summary[name] == {
-            "estimate": pytest.approx(getattr(fit, name), rel=1e-12),
-            "ci_low": pytest.approx(ci[0], rel=1e-12),
-            "ci_high": pytest.approx(ci[1], rel=1e-12),
-        }, name
-    for name in ("r_squared", "loo_r_log", "loo_r_linear", "residual_sd"):
-        assert summary[name] == pytest.approx(getattr(fit, name), rel=1e-12), name
-    for name in ("n_runs", "n_censored", "n_censored_excluded", "n_configurations"):
-        assert summary[name] == getattr(fit, name) and isinstance(summary[name], int), name
-    model = summary["model"]
-    assert model["coef_names"] == ["const", "log_batch_size", "log_context_length"]
-    np.testing.assert_allclose(model["params"], fit.params, rtol=1e-12)
-    np.testing.assert_allclose(model["cov"], fit.cov, rtol=1e-12)
-    assert model["sigma"] == fit.residual_sd and model["df_resid"] == 24.0
-    assert model["constants"] == {} and summary["extra_covariates"] == []
-    # A single context length: b is NaN (None in JSON) and C is held as a constant.
-    single = fit_summary_dict(fit_emergence_law(law_table().query("context_length == 64")))
-    assert single["b"] == {"estimate": None, "ci_low": None, "ci_high": None}
-    assert single["model"]["constants"] == {"log_context_length": pytest.approx(math.log(64))}
-    assert single["identifiable"] == {"a": True, "b": False}
-    with pytest.raises(ValueError, match="a summary dict needs the 'model' block"):
-        predict_emergence({"response": "step"}, 64, 64)
-
-
-def test_prediction_boundaries_and_single_value_warning(caplog):
-    fit = fit_emergence_law(law_table(), leave_one_out=False)
-    with pytest.raises(ValueError, match=r"level: must be in \(0, 1\), got 1.0"):
-        predict_emergence(fit, 64, 64, level=1.0)
-    for batch, context in ((0, 64), (64, 0)):
-        with pytest.raises(ValueError, match="must be positive"):
-            predict_emergence(fit, batch, context)
-    single = fit_emergence_law(law_table().query("batch_size == 64"), leave_one_out=False)
-    with caplog.at_level(logging.WARNING):
-        same = predict_emergence(single, 64, [32, 128])
-    assert "saw a single log_batch_size" not in caplog.text and same.step.notna().all()
-    with caplog.at_level(logging.WARNING):
-        other = predict_emergence(single, [64, 32], 64)
-    assert "saw a single log_batch_size" in caplog.text
-    assert np.isfinite(other.step.iloc[0]) and np.isnan(other.step_high.iloc[1])
-
-
 # ------------------------------------------------------------------ LOO boundaries and Tobit LOO
 
 
@@ -553,7 +396,7 @@ def test_leave_one_out_refits_when_exactly_the_minimum_runs_remain():
 def test_tobit_leave_one_out_equals_independent_censored_refits():
     """Each configuration held out, the rest refitted by an independent right-censored MLE
     (censoring flags of the *remaining* runs), and the held-out runs predicted from it."""
-    table = law_table(seed=11, sd=0.15, n_seeds=2)
+    table = grid_table(seed=11, sd=0.15, n_seeds=2)
     budget = float(np.quantile(table.step, 0.75))
     slow = (table.step > budget).to_numpy()
     table.loc[slow, ["censored", "step"]] = [True, np.nan]
@@ -574,43 +417,3 @@ def test_tobit_leave_one_out_equals_independent_censored_refits():
         held = configs == config
         naive[held] = X[held] @ np.linalg.lstsq(X[~held], y[~held], rcond=None)[0]
     assert np.abs(naive - expected).max() > 0.05
-
-
-def test_summary_values_are_plain_json_scalars():
-    from ih_kedro.science.statistics.emergence_law import _clean
-
-    assert _clean(np.bool_(True)) is True and _clean(np.bool_(False)) is False
-    assert _clean(np.int64(7)) == 7 and type(_clean(np.int64(7))) is int
-    assert _clean(np.float32(0.5)) == 0.5 and type(_clean(np.float32(0.5))) is float
-    assert _clean(np.inf) is None and _clean(-math.inf) is None and _clean(math.nan) is None
-    assert _clean("tobit") == "tobit"
-
-
-def test_a_summary_dict_predicts_like_the_fit_and_keeps_its_constants():
-    """A fit on one context length stores log C as a constant: predictions from the summary
-    dict (as the CLI reads it) equal the fit's at that C and are NaN at any other C."""
-    table = law_table(n_seeds=2)
-    single_c = table[table["context_length"] == 64].reset_index(drop=True)
-    fit = fit_emergence_law(single_c, leave_one_out=False)
-    summary = fit_summary_dict(fit)
-    assert summary["model"]["constants"] == {"log_context_length": pytest.approx(math.log(64))}
-    from_fit = predict_emergence(fit, [32, 128], [64, 64], level=0.9)
-    from_dict = predict_emergence(summary, [32, 128], [64, 64], level=0.9)
-    pd.testing.assert_frame_equal(from_dict, from_fit)
-    elsewhere = predict_emergence(summary, [32, 128], [32, 128])
-    assert elsewhere["step"].isna().all() and elsewhere["step_high"].isna().all()
-
-
-def test_a_summary_dict_without_residual_dof_uses_the_normal_quantile():
-    fit = fit_emergence_law(law_table(n_seeds=2), leave_one_out=False)
-    summary = fit_summary_dict(fit)
-    summary["model"]["df_resid"] = None  # as a Tobit fit writes it
-    del summary["model"]["constants"]  # a summary written before constants were recorded
-    pred = predict_emergence(summary, [64], [64], level=0.9)
-    half_width = math.log(pred["step_high"].iloc[0]) - math.log(pred["step"].iloc[0])
-    assert half_width == pytest.approx(stats.norm.ppf(0.95) * pred["log_se"].iloc[0], rel=1e-9)
-    with pytest.raises(
-        ValueError,
-        match=r"^fit: a summary dict needs the 'model' block written by fit_summary_dict$",
-    ):
-        predict_emergence({k: v for k, v in summary.items() if k != "model"}, [64], [64])

@@ -12,9 +12,9 @@ from ih_kedro.science.statistics.markov_verdicts import (
     SUPPORTED,
     UNDECIDABLE,
     condition_table,
-    emergence_status,
     judge_claims,
 )
+from ih_kedro.science.statistics.pareto_frontier import emergence_status
 
 # process -> (marginal, local_dependency, categorical)
 PROCESSES = {

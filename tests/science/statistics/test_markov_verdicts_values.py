@@ -78,21 +78,6 @@ def _claim(name, table, verdict, reason, conditions):
 # --------------------------------------------------------------------------------------------
 # Statuses and the conditions table
 # --------------------------------------------------------------------------------------------
-def test_emergence_status_values():
-    table = pd.DataFrame(
-        {"censored": [1, 0, 0, 0, 0], "step": ["10", "5", "abc", None, "inf"]},
-        index=[4, 3, 2, 1, 0],
-    )
-    status = mv.emergence_status(table)  # the pareto frontier's reading, shared
-    assert status.tolist() == ["censored", "emerged", "fit_failed", "fit_failed", "fit_failed"]
-    assert status.index.tolist() == [4, 3, 2, 1, 0]
-    # A missing censored flag is "not censored".
-    flags = pd.DataFrame({"censored": [True, False, None], "step": [10.0, 5.0, 7.0]})
-    assert mv.emergence_status(flags).tolist() == ["censored", "emerged", "emerged"]
-    given = pd.DataFrame({"status": [1, 2], "censored": [True, True], "step": [1.0, 1.0]})
-    assert mv.emergence_status(given).tolist() == ["1", "2"]
-
-
 @pytest.mark.parametrize(
     ("statuses", "expected"),
     [

@@ -462,3 +462,18 @@ def test_budget_shift_with_an_open_interval_and_without_growth():
     assert row["reliability_50"] == pytest.approx(expected)
     default = pf.budget_shift(fit, _growth(-0.5, (-1.0, -0.25)), grid)
     assert default["budget_factor"].tolist() == [2.0, 4.0]
+
+
+def test_emergence_status_values():
+    table = pd.DataFrame(
+        {"censored": [1, 0, 0, 0, 0], "step": ["10", "5", "abc", None, "inf"]},
+        index=[4, 3, 2, 1, 0],
+    )
+    status = pf.emergence_status(table)  # shared with the markov verdicts
+    assert status.tolist() == ["censored", "emerged", "fit_failed", "fit_failed", "fit_failed"]
+    assert status.index.tolist() == [4, 3, 2, 1, 0]
+    # A missing censored flag is "not censored".
+    flags = pd.DataFrame({"censored": [True, False, None], "step": [10.0, 5.0, 7.0]})
+    assert pf.emergence_status(flags).tolist() == ["censored", "emerged", "emerged"]
+    given = pd.DataFrame({"status": [1, 2], "censored": [True, True], "step": [1.0, 1.0]})
+    assert pf.emergence_status(given).tolist() == ["1", "2"]

@@ -5,36 +5,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from ih_kedro.science.telemetry.emergence import (
-    EMERGENCE_COLUMNS,
-    detect_emergence_table,
     emergence_curve,
     estimate_emergence,
     logistic_midpoint,
     piecewise_breakpoint,
     threshold_crossing,
 )
+from tests.science.telemetry.emergence_runs import STEPS, head_samples, log_logistic
 
-STEPS = np.arange(50.0, 2001.0, 50.0)  # (K,)
 TOKENS_PER_STEP = 64 * 32
-
-
-def _log_logistic(steps: np.ndarray, midpoint: float, low=0.03, rise=0.6, width=0.15):
-    """A curve that is a logistic in log-step with its midpoint at ``midpoint`` steps."""
-    return low + rise / (1.0 + np.exp(-(np.log(steps) - math.log(midpoint)) / width))
-
-
-def _samples(curve: np.ndarray, *, n=100, layers=2, heads=4, sd=0.1, seed=0) -> np.ndarray:
-    """(K, n, layers, heads) PS samples: layer 1 head 2 follows ``curve``, the rest baseline."""
-    rng = np.random.default_rng(seed)
-    base = np.full((curve.size, n, layers, heads), 0.03)
-    base[:, :, 1, 2] = curve[:, None]
-    # Layer 0 gets a strong previous-token-like head that min_layer=1 must ignore.
-    base[:, :, 0, 0] = 0.9
-    return base + rng.normal(0.0, sd, size=base.shape)
 
 
 def test_threshold_crossing_interpolates_exactly():
@@ -46,8 +28,8 @@ def test_threshold_crossing_interpolates_exactly():
 
 
 def test_emergence_curve_takes_best_head_above_min_layer():
-    curve = _log_logistic(STEPS, 800.0)
-    samples = _samples(curve, sd=0.0)
+    curve = log_logistic(STEPS, 800.0)
+    samples = head_samples(curve, sd=0.0)
     np.testing.assert_allclose(emergence_curve(samples, min_layer=1), np.maximum(curve, 0.03))
     np.testing.assert_allclose(emergence_curve(samples, min_layer=0), 0.9)
     # Model-level metrics (K, n): mean over samples.
@@ -58,13 +40,13 @@ def test_emergence_curve_takes_best_head_above_min_layer():
 
 def test_logistic_recovers_midpoint():
     rng = np.random.default_rng(1)
-    curve = _log_logistic(STEPS, 700.0) + rng.normal(0, 0.01, STEPS.size)
+    curve = log_logistic(STEPS, 700.0) + rng.normal(0, 0.01, STEPS.size)
     mid = logistic_midpoint(STEPS, curve)
     assert mid == pytest.approx(700.0, rel=0.05)
     # Flat curve: no emergence.
     assert logistic_midpoint(STEPS, np.full(STEPS.size, 0.03)) is None
     # Rising only after the last checkpoint: midpoint beyond the data is censored.
-    assert logistic_midpoint(STEPS, _log_logistic(STEPS, 20000.0)) is None
+    assert logistic_midpoint(STEPS, log_logistic(STEPS, 20000.0)) is None
 
 
 def test_piecewise_breakpoint_finds_onset():
@@ -74,7 +56,7 @@ def test_piecewise_breakpoint_finds_onset():
 
 
 def test_bootstrap_ci_covers_truth():
-    truth_curve = _log_logistic(STEPS, 900.0)
+    truth_curve = log_logistic(STEPS, 900.0)
     # The estimand: the crossing of the noiseless curve as seen at the checkpoints.
     truth = threshold_crossing(STEPS, truth_curve, 0.4)
     covered = 0
@@ -83,7 +65,7 @@ def test_bootstrap_ci_covers_truth():
         est = estimate_emergence(
             STEPS,
             STEPS * TOKENS_PER_STEP,
-            _samples(truth_curve, seed=seed),
+            head_samples(truth_curve, seed=seed),
             method="threshold",
             threshold=0.4,
             n_bootstrap=200,
@@ -101,7 +83,7 @@ def test_logistic_estimate_with_bootstrap():
     est = estimate_emergence(
         STEPS,
         STEPS * TOKENS_PER_STEP,
-        _samples(_log_logistic(STEPS, 900.0), seed=3),
+        head_samples(log_logistic(STEPS, 900.0), seed=3),
         method="logistic",
         n_bootstrap=30,
         seed=0,
@@ -113,7 +95,7 @@ def test_logistic_estimate_with_bootstrap():
 
 
 def test_never_crossing_is_censored_with_last_step():
-    flat = _samples(np.full(STEPS.size, 0.05), seed=4)
+    flat = head_samples(np.full(STEPS.size, 0.05), seed=4)
     for method in ("threshold", "logistic", "piecewise"):
         est = estimate_emergence(
             STEPS, STEPS * 10, flat, method=method, threshold=0.4, n_bootstrap=20, min_layer=1
@@ -126,7 +108,7 @@ def test_never_crossing_is_censored_with_last_step():
 
 
 def test_estimate_validates_arguments():
-    samples = _samples(_log_logistic(STEPS, 900.0))
+    samples = head_samples(log_logistic(STEPS, 900.0))
     with pytest.raises(ValueError, match="threshold"):
         estimate_emergence(STEPS, STEPS, samples, method="threshold")
     with pytest.raises(ValueError, match="method"):
@@ -135,82 +117,8 @@ def test_estimate_validates_arguments():
         estimate_emergence(STEPS[:-1], STEPS[:-1], samples, threshold=0.4)
 
 
-def test_table_has_columns_and_joins_covariates():
-    runs = {
-        "b32_c32_s0": {
-            "steps": STEPS,
-            "tokens": STEPS * 32 * 32,
-            "prefix_matching": _samples(_log_logistic(STEPS, 900.0), n=20, seed=0),
-            "associative_recall": np.clip(
-                _log_logistic(STEPS, 1000.0)[:, None] + np.zeros((1, 20)), 0, 1
-            ),
-        },
-        "b64_c32_s0": {
-            "steps": STEPS,
-            "tokens_seen": STEPS * 64 * 32,
-            "prefix_matching": _samples(np.full(STEPS.size, 0.05), n=20, seed=1),
-        },
-    }
-    manifest = pd.DataFrame(
-        {
-            "run_name": ["b32_c32_s0", "b64_c32_s0"],
-            "preset": ["attn2l", "attn2l"],
-            "batch_size": [32, 64],
-            "context_length": [32, 32],
-            "seed": [0, 0],
-            "copy_rate": [1.0, 1.0],
-            "data_variant": ["copy_spans", "copy_spans"],
-            "learning_rate": [3e-3, 3e-3],
-        }
-    )
-    specs = [
-        {
-            "metric": "prefix_matching",
-            "method": "threshold",
-            "threshold": 0.4,
-            "min_layer": 1,
-            "n_bootstrap": 20,
-            "seed": 0,
-        },
-        {
-            "metric": "associative_recall",
-            "method": "threshold",
-            "threshold": 0.3,
-            "n_bootstrap": 20,
-            "seed": 0,
-        },
-    ]
-    table = detect_emergence_table(runs, manifest, specs)
-    assert list(table.columns) == [
-        *EMERGENCE_COLUMNS,
-        "preset",
-        "batch_size",
-        "context_length",
-        "seed",
-        "copy_rate",
-        "data_variant",
-    ]
-    # The second run has no associative_recall samples: 3 rows, censored run kept.
-    assert len(table) == 3
-    censored = table[table.run_name == "b64_c32_s0"].iloc[0]
-    assert censored.censored and censored.status == "censored"
-    assert censored.step == 2000.0 and censored.last_step == 2000.0
-    assert censored.tokens == 2000.0 * 64 * 32
-    assert table.status.tolist() == ["emerged", "emerged", "censored"]
-    assert table.reason.tolist()[:2] == ["", ""]
-    assert table.min_layer.tolist() == [1, 0, 1]
-    assert censored.batch_size == 64
-    emerged = table[(table.run_name == "b32_c32_s0") & (table.metric == "prefix_matching")]
-    assert emerged.step.iloc[0] == pytest.approx(
-        threshold_crossing(STEPS, _log_logistic(STEPS, 900.0), 0.4), rel=0.05
-    )
-    assert table.threshold.tolist() == [0.4, 0.3, 0.4]
-    # Without a manifest: only the emergence columns.
-    assert list(detect_emergence_table(runs, None, specs[:1]).columns) == EMERGENCE_COLUMNS
-
-
 def test_left_censored_when_above_threshold_at_the_first_checkpoint():
-    flat = _samples(np.full(STEPS.size, 0.7), sd=0.01, seed=5)
+    flat = head_samples(np.full(STEPS.size, 0.7), sd=0.01, seed=5)
     est = estimate_emergence(STEPS, STEPS * 10, flat, threshold=0.4, n_bootstrap=10, min_layer=1)
     assert est.status == "left_censored" and not est.censored
     assert est.step == 50.0 and est.tokens == 500.0
@@ -235,25 +143,18 @@ def test_too_few_points_is_fit_failed_not_censored(method, n_points, reason):
 def test_logistic_midpoint_after_the_last_checkpoint_is_fit_failed():
     # Still rising steeply at the last checkpoint: the fitted midpoint is extrapolated.
     steps = STEPS[:12]  # up to step 600
-    curve = _log_logistic(steps, 800.0, width=0.3)
+    curve = log_logistic(steps, 800.0, width=0.3)
     flat = np.broadcast_to(curve[:, None], (steps.size, 8)).copy()
     est = estimate_emergence(steps, steps, flat, method="logistic", n_bootstrap=0)
     assert est.status == "fit_failed"
     assert "after the last checkpoint" in est.reason
 
 
-def test_min_layer_beyond_the_model_names_the_spec_parameter():
-    runs = {"r": {"steps": STEPS, "tokens": STEPS, "prefix_matching": _samples(STEPS * 0, n=4)}}
-    specs = [{"metric": "prefix_matching", "threshold": 0.4, "min_layer": 2, "n_bootstrap": 0}]
-    with pytest.raises(ValueError, match=r"telemetry\.emergence\.metrics\[0\]\.min_layer"):
-        detect_emergence_table(runs, None, specs)
-
-
 def test_bootstrap_ci_covers_with_noise_correlated_across_checkpoints():
     # Each probe sample carries a persistent offset across all checkpoints (plus small
     # independent noise): the per-checkpoint means move together, so S* varies more than
     # independent noise suggests. Resampling whole probe samples keeps that correlation.
-    truth_curve = _log_logistic(STEPS, 800.0)
+    truth_curve = log_logistic(STEPS, 800.0)
     truth = threshold_crossing(STEPS, truth_curve, 0.4)
     n_sim, hits, widths = 120, 0, []
     for sim in range(n_sim):

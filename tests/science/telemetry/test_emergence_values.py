@@ -10,28 +10,18 @@ import math
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from ih_kedro.science.telemetry import emergence
 from ih_kedro.science.telemetry.emergence import (
-    EMERGENCE_COLUMNS,
     EmergenceEstimate,
-    check_min_layer,
-    detect_emergence_table,
     emergence_curve,
     estimate_emergence,
     logistic_midpoint,
     piecewise_breakpoint,
     threshold_crossing,
-    validate_min_layers,
 )
-
-
-def _model_level(curve, n=4):
-    """(K, n) samples that all equal ``curve``."""
-    curve = np.asarray(curve, dtype=float)
-    return np.repeat(curve[:, None], n, axis=1)
+from tests.science.telemetry.emergence_runs import model_level
 
 
 # --------------------------------------------------------------------------------------------
@@ -63,20 +53,6 @@ def test_min_layer_restriction_boundaries():
     assert emergence_curve(np.array([[1.0, 3.0]]), min_layer=7).tolist() == [2.0]
     # A (K, n, layers) metric without a head axis is restricted too.
     assert emergence_curve(np.array([[[1.0, 9.0, 2.0]]]), min_layer=2).tolist() == [2.0]
-
-
-def test_check_min_layer_names_the_parameter():
-    check_min_layer(1, (5, 3, 2, 4), "x")
-    check_min_layer(99, (5, 3), "x")  # model-level: no layers to leave
-    with pytest.raises(ValueError, match=r"^x\.min_layer: must be >= 0, got -1$"):
-        check_min_layer(-1, (5, 3), "x")
-    with pytest.raises(
-        ValueError,
-        match=r"^w\.min_layer: 2 leaves no layers \(the model has 2 layers; use 0\.\.1\)$",
-    ):
-        check_min_layer(2, (5, 3, 2, 4), "w")
-    with pytest.raises(ValueError, match=r"the model has 3 layers; use 0\.\.2"):
-        check_min_layer(3, (5, 3, 3), "w")  # (K, n, layers): three axes suffice
 
 
 def test_curve_ignores_nan_samples_and_is_nan_without_any():
@@ -383,7 +359,7 @@ _STEPS = np.array([0.0, 100.0, 200.0, 300.0])
 
 
 def test_estimate_validates_ci_and_bootstrap_count():
-    samples = _model_level([0.0, 0.25, 0.75, 1.0])
+    samples = model_level([0.0, 0.25, 0.75, 1.0])
     for bad in (0.0, 1.0, 1.5):
         with pytest.raises(ValueError, match=rf"ci: must be in \(0, 1\), got {bad}"):
             estimate_emergence(_STEPS, _STEPS, samples, threshold=0.5, ci=bad)
@@ -402,7 +378,7 @@ def test_estimate_validates_ci_and_bootstrap_count():
 
 def test_estimate_point_values_and_interpolated_tokens():
     tokens = _STEPS**2  # tokens are interpolated linearly between checkpoints, not ~ steps
-    samples = _model_level([0.0, 0.25, 0.75, 1.0])
+    samples = model_level([0.0, 0.25, 0.75, 1.0])
     est = estimate_emergence(_STEPS, tokens, samples, threshold=0.5, n_bootstrap=3, seed=7, ci=0.8)
     # 100 + (0.5 - 0.25) / 0.5 * 100 = 150; tokens 10000 + 0.5 * (40000 - 10000) = 25000.
     assert est.step == 150.0 and est.tokens == 25000.0
@@ -454,15 +430,13 @@ def test_estimate_defaults_are_200_replicates_and_every_layer():
 
 def test_estimate_censored_uses_the_last_step_even_without_a_score_there():
     steps = np.array([300.0, 100.0, 200.0, 400.0, np.nan])
-    samples = _model_level([0.25, 0.0, 0.125, np.nan, 0.9])  # no score at step 400
+    samples = model_level([0.25, 0.0, 0.125, np.nan, 0.9])  # no score at step 400
     est = estimate_emergence(steps, steps * 2, samples, threshold=0.5, n_bootstrap=5)
     assert (est.status, est.step, est.tokens, est.last_step) == ("censored", 400.0, 800.0, 400.0)
     assert est.reason == "below 0.5 at every checkpoint" and est.censored is True
     # For the logistic the censoring point is the last step exactly (no log round trip).
     steps = np.array([100.0, 1000.0, 1e4, 1e5, 7e5 / 3])
-    est = estimate_emergence(
-        steps, steps, _model_level([0.3] * 5), method="logistic", n_bootstrap=0
-    )
+    est = estimate_emergence(steps, steps, model_level([0.3] * 5), method="logistic", n_bootstrap=0)
     assert (est.status, est.step, est.reason) == ("censored", 7e5 / 3, "never rises by 0.1")
     assert est.threshold is None and est.censored is True
 
@@ -470,18 +444,18 @@ def test_estimate_censored_uses_the_last_step_even_without_a_score_there():
 def test_estimate_logistic_ignores_a_threshold_and_left_censored_has_no_ci():
     steps = np.array([100.0, 200.0, 400.0, 800.0, 1600.0])
     est = estimate_emergence(
-        steps, steps, _model_level(_logistic_curve(steps, 350.0)), "logistic", 0.5, n_bootstrap=2
+        steps, steps, model_level(_logistic_curve(steps, 350.0)), "logistic", 0.5, n_bootstrap=2
     )
     assert est.threshold is None and est.method == "logistic" and est.status == "emerged"
     assert est.step == pytest.approx(350.0, rel=1e-4)
     assert est.ci_low == pytest.approx(350.0, rel=1e-4)
     assert est.ci_high == pytest.approx(350.0, rel=1e-4)
     est = estimate_emergence(
-        steps, steps, _model_level([0.1, 0.1, 0.1, 0.3, 0.7]), "piecewise", n_bootstrap=2
+        steps, steps, model_level([0.1, 0.1, 0.1, 0.3, 0.7]), "piecewise", n_bootstrap=2
     )  # flat, then slope 0.0005 from step 400 (linear step axis)
     assert (est.method, est.status, est.step) == ("piecewise", "emerged", 400.0)
     assert (est.ci_low, est.ci_high) == (400.0, 400.0)
-    est = estimate_emergence(_STEPS, _STEPS, _model_level([0.6, 0.7, 0.8, 0.9]), threshold=0.5)
+    est = estimate_emergence(_STEPS, _STEPS, model_level([0.6, 0.7, 0.8, 0.9]), threshold=0.5)
     assert (est.status, est.step, est.tokens) == ("left_censored", 0.0, 0.0)
     assert math.isnan(est.ci_low) and math.isnan(est.ci_high)
 
@@ -561,185 +535,6 @@ def test_failed_replicates_are_left_out():
     # With more replicates the failed ones drop out and the rest agree on 150.
     est = estimate_emergence(steps, steps, samples, threshold=0.75, n_bootstrap=20, seed=2)
     assert est.ci_low == 150.0 and est.ci_high == 150.0
-
-
-# --------------------------------------------------------------------------------------------
-# Table
-# --------------------------------------------------------------------------------------------
-def _runs():
-    steps = np.array([0.0, 100.0, 200.0, 300.0])
-    rng = np.random.default_rng(0)
-    noisy = np.array([0.0, 0.25, 0.75, 1.0])[:, None] + rng.normal(0, 0.1, size=(4, 6))
-    return {
-        "z_run": {"steps": steps, "tokens": steps * 10, "ar": noisy, "probe_length": 16},
-        "a_run": {"steps": steps, "tokens_seen": steps * 20, "ar": _model_level([0.0] * 4)},
-        "m_run": {"steps": steps, "tokens": steps * 30},  # lacks the metric: skipped
-    }
-
-
-def test_table_rows_match_estimates_with_the_spec_defaults():
-    runs = _runs()
-    table = detect_emergence_table(runs, None, [{"metric": "ar", "threshold": 0.5}])
-    assert table.run_name.tolist() == ["a_run", "z_run"]  # sorted, m_run skipped
-    ref = estimate_emergence(
-        runs["z_run"]["steps"],
-        runs["z_run"]["tokens"],
-        runs["z_run"]["ar"],
-        method="threshold",
-        threshold=0.5,
-        n_bootstrap=200,
-        seed=0,
-        ci=0.95,
-        min_layer=0,
-    )
-    row = table.iloc[1]
-    assert row.metric == "ar" and row.method == "threshold" and row.status == "emerged"
-    assert row.step == ref.step and row.tokens == ref.tokens
-    assert row.ci_low == ref.ci_low and row.ci_high == ref.ci_high
-    assert row.ci_low < row.ci_high
-    assert row.threshold == 0.5 and row.last_step == 300.0 and row.probe_length == 16.0
-    assert row.min_layer == 0 and row.reason == "" and not row.censored
-    censored = table.iloc[0]
-    assert censored.status == "censored" and censored.censored
-    assert censored.reason == "below 0.5 at every checkpoint"
-    assert censored.tokens == 6000.0 and math.isnan(censored.probe_length)
-
-
-def test_table_passes_every_spec_field():
-    runs = _runs()
-    spec = {"metric": "ar", "method": "threshold", "threshold": 0.4, "n_bootstrap": 30,
-            "seed": 5, "ci": 0.5, "min_layer": 3}  # fmt: skip
-    row = detect_emergence_table(runs, None, [spec]).iloc[1]
-    ref = estimate_emergence(
-        runs["z_run"]["steps"], runs["z_run"]["tokens"], runs["z_run"]["ar"], threshold=0.4,
-        n_bootstrap=30, seed=5, ci=0.5,
-    )  # fmt: skip
-    assert (row.step, row.ci_low, row.ci_high) == (ref.step, ref.ci_low, ref.ci_high)
-    assert row.min_layer == 3  # model-level metric: accepted and recorded
-    logistic = detect_emergence_table(runs, None, [{"metric": "ar", "method": "logistic"}])
-    assert logistic.method.tolist() == ["logistic", "logistic"]
-    assert logistic.threshold.isna().all()
-
-
-def test_table_validates_inputs():
-    runs = _runs()
-    with pytest.raises(ValueError, match=r"^specs: at least one emergence detection spec is"):
-        detect_emergence_table(runs, None, [])
-    with pytest.raises(ValueError, match=r"specs: every spec needs a 'metric'"):
-        detect_emergence_table(runs, None, [{"threshold": 0.5}])
-    with pytest.raises(ValueError, match=r"score_samples\['r'\]: missing 'steps'"):
-        detect_emergence_table({"r": {"tokens": np.zeros(4)}}, None, [{"metric": "ar"}])
-    with pytest.raises(ValueError, match=r"score_samples\['r'\]: missing 'tokens'"):
-        detect_emergence_table({"r": {"steps": np.zeros(4)}}, None, [{"metric": "ar"}])
-
-
-def test_table_without_rows_keeps_the_columns_and_dtypes():
-    table = detect_emergence_table(_runs(), None, [{"metric": "other", "threshold": 0.5}])
-    assert list(table.columns) == EMERGENCE_COLUMNS and len(table) == 0
-    assert table.step.dtype == float and table.censored.dtype == bool
-    assert table.min_layer.dtype == np.int64
-
-
-def test_table_joins_manifest_covariates_once_per_run():
-    runs = _runs()
-    specs = [{"metric": "ar", "threshold": 0.5, "n_bootstrap": 0}]
-    manifest = pd.DataFrame(
-        {
-            "run_name": ["z_run", "a_run", "z_run"],  # z_run listed twice: the first row counts
-            "seed": [1, 2, 9],
-            "copy_rate": [0.5, 0.25, 0.5],
-            "learning_rate": [1e-3, 1e-3, 1e-3],  # not a covariate
-        }
-    )
-    table = detect_emergence_table(runs, manifest, specs)
-    assert list(table.columns) == [*EMERGENCE_COLUMNS, "seed", "copy_rate"]
-    assert table.run_name.tolist() == ["a_run", "z_run"]
-    assert table.seed.tolist() == [2, 1] and table.copy_rate.tolist() == [0.25, 0.5]
-    assert table.index.tolist() == [0, 1]
-    # An empty manifest or one without run names adds nothing.
-    for empty in (manifest.iloc[:0], manifest.drop(columns="run_name")):
-        assert list(detect_emergence_table(runs, empty, specs).columns) == EMERGENCE_COLUMNS
-    # A run missing from the manifest is kept, without covariates.
-    table = detect_emergence_table(runs, manifest.iloc[:1], specs)
-    assert table.run_name.tolist() == ["a_run", "z_run"]
-    assert math.isnan(table.seed.iloc[0]) and table.seed.iloc[1] == 1
-
-
-def test_table_default_bootstrap_count_is_200():
-    steps = np.array([0.0, 100.0, 200.0, 300.0])
-    rng = np.random.default_rng(0)
-    samples = np.array([0.0, 0.25, 0.75, 1.0])[:, None] + rng.normal(0, 0.1, size=(4, 30))
-    runs = {"r": {"steps": steps, "tokens": steps, "ar": samples}}
-    row = detect_emergence_table(runs, None, [{"metric": "ar", "threshold": 0.5, "ci": 0.5}])
-    ref = estimate_emergence(steps, steps, samples, threshold=0.5, n_bootstrap=200, ci=0.5)
-    other = estimate_emergence(steps, steps, samples, threshold=0.5, n_bootstrap=201, ci=0.5)
-    assert (other.ci_low, other.ci_high) != (ref.ci_low, ref.ci_high)  # precondition
-    assert (row.ci_low.iloc[0], row.ci_high.iloc[0]) == (ref.ci_low, ref.ci_high)
-
-
-def test_a_missing_metric_skips_only_its_spec():
-    steps = np.array([0.0, 100.0, 200.0])
-    runs = {"r": {"steps": steps, "tokens": steps, "ar": _model_level([0.0, 0.25, 0.75])}}
-    specs = [{"metric": "missing", "threshold": 0.5}, {"metric": "ar", "threshold": 0.5}]
-    table = detect_emergence_table(runs, None, specs)
-    assert table.metric.tolist() == ["ar"] and table.step.tolist() == [150.0]
-
-
-def test_table_prefers_tokens_over_tokens_seen():
-    steps = np.array([0.0, 100.0, 200.0])
-    runs = {"r": {"steps": steps, "tokens": steps * 3, "tokens_seen": steps * 7,
-                  "ar": _model_level([0.0, 0.25, 0.75])}}  # fmt: skip
-    table = detect_emergence_table(runs, None, [{"metric": "ar", "threshold": 0.5}])
-    assert table.step.tolist() == [150.0] and table.tokens.tolist() == [450.0]
-
-
-# --------------------------------------------------------------------------------------------
-# validate_min_layers
-# --------------------------------------------------------------------------------------------
-def test_validate_min_layers_accepts_every_layer_of_the_model():
-    validate_min_layers(2, None)
-    validate_min_layers(2, {})
-    validate_min_layers(2, {"min_layer": 1, "emergence": None}, None)
-    telemetry = {
-        "min_layer": np.int64(0),
-        "emergence": {
-            "metrics": [
-                {"metric": "prefix_matching", "min_layer": 1},
-                {"metric": "associative_recall", "min_layer": 9},  # model-level: not checked
-                {"metric": "repeated_loss_drop", "min_layer": -3},
-                {"metric": "prefix_matching"},
-            ]
-        },
-    }
-    validate_min_layers(2, telemetry, {"trajectory_min_layer": 1})
-
-
-@pytest.mark.parametrize(
-    ("telemetry", "statistics", "name", "value"),
-    [
-        ({"min_layer": 2}, None, "telemetry.min_layer", "2"),
-        ({"min_layer": -1}, None, "telemetry.min_layer", "-1"),
-        ({"min_layer": 1.0}, None, "telemetry.min_layer", "1.0"),
-        (
-            {"emergence": {"metrics": [{"metric": "ar"}, {"metric": "prefix", "min_layer": 2}]}},
-            None,
-            r"telemetry\.emergence\.metrics\[1\]\.min_layer",
-            "2",
-        ),
-        ({}, {"trajectory_min_layer": 5}, "statistics.trajectory_min_layer", "5"),
-    ],
-)
-def test_validate_min_layers_names_the_bad_parameter(telemetry, statistics, name, value):
-    with pytest.raises(
-        ValueError,
-        match=rf"^law_fit\.{name}: {value} is not a layer of the model \(it has 2 layers: use 0\.\.1\)$",
-    ):
-        validate_min_layers(2, telemetry, statistics, where="law_fit.")
-
-
-def test_validate_min_layers_without_prefix():
-    with pytest.raises(ValueError, match=r"^telemetry\.min_layer: 3 is not a layer"):
-        validate_min_layers(3, {"min_layer": 3})
 
 
 def test_estimate_dataclass_defaults():

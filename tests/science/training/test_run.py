@@ -1,4 +1,4 @@
-"""The DeepSpeed training loop: learning, schedule, validation, resume, early stop."""
+"""The DeepSpeed training loop: learning, resume, early stop, HF checkpoints, kill -9."""
 
 from __future__ import annotations
 
@@ -17,15 +17,9 @@ import torch
 from safetensors.torch import load_file
 
 from ih_kedro.science.data.packed import PackedTokens
-from ih_kedro.science.training.run import (
-    CheckpointStore,
-    EarlyStopOnEmergence,
-    TrainingRunConfig,
-    checkpoint_schedule,
-    lr_factor,
-    train_run,
-    validate_run_config,
-)
+from ih_kedro.science.training.checkpoints import CheckpointStore
+from ih_kedro.science.training.config import TrainingRunConfig
+from ih_kedro.science.training.run import train_run
 
 TINY = {"family": "attention_only", "n_layer": 2, "n_head": 2, "d_model": 32}
 VOCAB = 64
@@ -121,83 +115,6 @@ def test_deepspeed_training_reduces_loss(tmp_path):
     assert {"loss", "lr", "tokens_seen", "flops", "tokens_per_second"} <= logged.keys()
 
 
-def test_checkpoint_schedule_is_log_then_regular():
-    assert checkpoint_schedule(1000, every=250, dense_until=64) == [
-        0,
-        1,
-        2,
-        4,
-        8,
-        16,
-        32,
-        64,
-        250,
-        500,
-        750,
-        1000,
-    ]
-    assert checkpoint_schedule(10, every=4) == [0, 4, 8, 10]
-    # In tokens: every 1000 tokens at 128 tokens/step is every 8 steps.
-    assert checkpoint_schedule(20, every=1000, unit="tokens", tokens_per_step=128) == [
-        0,
-        8,
-        16,
-        20,
-    ]
-    # Not a multiple: each checkpoint is the first step reaching k * 100 tokens (no drift).
-    assert checkpoint_schedule(8, every=100, unit="tokens", tokens_per_step=64) == [
-        0,
-        2,
-        4,
-        5,
-        7,
-        8,
-    ]
-
-
-def test_lr_schedule_warms_up_then_holds_or_decays():
-    assert lr_factor(0, 4, "constant", 100, 0.1) == 0.25
-    assert lr_factor(3, 4, "constant", 100, 0.1) == 1.0
-    assert lr_factor(50, 4, "constant", 100, 0.1) == 1.0
-    assert lr_factor(100, 4, "cosine", 100, 0.1) == pytest.approx(0.1)
-    assert 0.1 < lr_factor(50, 4, "cosine", 100, 0.1) < 1.0
-
-
-def test_early_stop_policy_margin():
-    policy = EarlyStopOnEmergence("ps", threshold=0.4, margin_factor=1.5, min_extra_steps=100)
-    policy.update(100, {"ps": 0.3})
-    assert policy.stop_step is None
-    policy.update(150, {"ps": 0.5})
-    policy.update(200, {"ps": 0.9})
-    assert policy.first_crossing == 150
-    assert policy.stop_step == 250  # max(225, 150 + 100)
-    policy.min_extra_steps = 10
-    assert policy.stop_step == 225
-    assert policy.should_stop(225) and not policy.should_stop(224)
-
-
-@pytest.mark.parametrize(
-    ("overrides", "corpus", "parameter"),
-    [
-        ({"batch_size": 0}, 10_000, "training.batch_sizes"),
-        ({"context_length": -1}, 10_000, "training.context_lengths"),
-        ({"context_length": 32, "n_positions": 16}, 10_000, "training.context_lengths"),
-        ({"preset": "no-such-preset"}, 10_000, "training.presets"),
-        ({"variant_options": {"span_max_fraction": 0.75}}, 10_000, "training.span_max_fraction"),
-        ({}, 10, "train_tokens"),
-        ({"data_variant": "mystery"}, 10_000, "training.data_variants"),
-        ({"learning_rate": 0.0}, 10_000, "training.learning_rate"),
-        ({"schedule": "step"}, 10_000, "training.schedule"),
-        ({"max_steps": None, "max_tokens": None}, 10_000, "training.max_steps"),
-        ({"deepspeed": {"optimizer": {"type": "Adam"}}}, 10_000, "training.deepspeed.optimizer"),
-        ({"variant_options": {"copy_rate": 2.0}}, 10_000, "training.copy_rate"),
-    ],
-)
-def test_validation_names_the_parameter(overrides, corpus, parameter):
-    with pytest.raises(ValueError, match=parameter.replace(".", r"\.")):
-        validate_run_config(make_config(**overrides), VOCAB, corpus)
-
-
 def test_resume_after_interruption_equals_straight_run(tmp_path):
     packed = make_packed()
     straight = CheckpointStore(tmp_path / "straight")
@@ -282,7 +199,8 @@ KILL_SCRIPT = textwrap.dedent(
     import numpy as np
     sys.path.insert(0, {tests!r})
     from science.training.test_run import make_config, make_packed
-    from ih_kedro.science.training.run import CheckpointStore, train_run
+    from ih_kedro.science.training.checkpoints import CheckpointStore
+    from ih_kedro.science.training.run import train_run
 
     def slow(step):
         time.sleep(0.3)
@@ -330,31 +248,3 @@ def test_sigkill_mid_run_then_resume_equals_straight_run(private_tmp):
     summary = train_run(make_config(max_steps=40), packed, store)
     assert summary["steps_trained"] == 40
     assert_same_state(final_state(straight, "tiny"), final_state(store, "tiny"))
-
-
-def test_a_world_of_one_ignores_an_inherited_port_that_is_taken(tmp_path):
-    """A child of a process that trained inherits its WORLD_SIZE=1 and MASTER_PORT, whose port
-    the parent's group still holds: the child's own one-rank group must start anyway."""
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip
-        code = (
-            "import os; from ih_kedro.science.training.run import init_distributed; "
-            "print(init_distributed(), os.environ['MASTER_PORT'])"
-        )
-        result = subprocess.run(
-            [sys.executable, "-c", code],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-    assert result.returncode == 0, result.stderr[-2000:]
-    world, chosen = result.stdout.strip().splitlines()[-1].rsplit(" ", 1)
-    assert world == "(0, 1)" and int(chosen) != port

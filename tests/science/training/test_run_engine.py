@@ -7,7 +7,7 @@ losses and learning rates, the variant-token metrics, the weights at every HF ch
 DeepSpeed client state, the summary and what the tracker received. ``time.perf_counter`` is
 replaced by a clock that advances one second per call, so wall times and throughput are exact
 numbers too. The engine's optimizer and schedule (``build_engine``) and the one-rank process
-group (``init_distributed``) are checked on their own.
+group (``init_distributed``) are checked on their own in ``test_distributed.py``.
 """
 
 from __future__ import annotations
@@ -15,31 +15,27 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import deepspeed
 import numpy as np
 import pytest
 import torch
 from deepspeed.runtime.utils import clip_grad_norm_
 from safetensors.torch import load_file
 
-from ih_kedro.science.data.batches import count_copy_events, sample_batch
+from ih_kedro.science.data.batches import sample_batch
 from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.data.variants.copies import count_copy_events
 from ih_kedro.science.training import run as training
+from ih_kedro.science.training.checkpoints import CheckpointStore
+from ih_kedro.science.training.config import TrainingRunConfig
+from ih_kedro.science.training.distributed import init_distributed
 from ih_kedro.science.training.models import build_model, training_flops_per_token
-from ih_kedro.science.training.run import (
-    CheckpointStore,
-    TrainingRunConfig,
-    build_engine,
-    init_distributed,
-    lr_factor,
-    train_run,
-)
+from ih_kedro.science.training.run import train_run
+from ih_kedro.science.training.schedules import lr_factor
 
 TINY = {"family": "attention_only", "n_layer": 2, "n_head": 2, "d_model": 32}
 VOCAB = 64
@@ -502,153 +498,9 @@ def test_token_checkpoints_without_tracker_or_early_stop(tmp_path: Path) -> None
     assert again["checkpoint_steps"] == [0, 1, 2, 3, 5]
 
 
-def test_build_engine_wraps_adamw_and_the_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Decay on matrices only, the run's betas/eps/lr, lr_factor over decay_steps or the budget,
-    the run's batch as the micro-batch, no gradient all-reduce in a world of one."""
-    init_distributed()
-    model = build_model(TINY, VOCAB, C, seed=0)
-    model.blocks[0].attn.q_proj.weight.requires_grad_(False)
-    frozen = model.blocks[0].attn.q_proj.weight
-    config = make_config(
-        "engine",
-        learning_rate=2e-3,
-        weight_decay=0.05,
-        betas=(0.8, 0.9),
-        eps=1e-6,
-        schedule="cosine",
-        warmup_steps=2,
-        min_lr_ratio=0.2,
-        batch_size=8,
-        deepspeed={"zero_optimization": {"stage": 0}, "train_batch_size": 999},
-    )
-    seen: list[dict[str, Any]] = []
-    initialize = deepspeed.initialize
-
-    def spy(**kwargs: Any) -> Any:
-        seen.append(kwargs)
-        return initialize(**kwargs)
-
-    monkeypatch.setattr(deepspeed, "initialize", spy)
-    engine, optimizer, scheduler = build_engine(model, config, 10, 1)
-    try:
-        assert seen[0]["config"] == {
-            "zero_optimization": {"stage": 0},
-            "train_micro_batch_size_per_gpu": 8,
-            "gradient_accumulation_steps": 1,
-            "steps_per_print": 10**12,
-            "wall_clock_breakdown": False,
-        }
-        assert seen[0]["model"] is model and seen[0]["dist_init_required"] is False
-        assert engine.train_micro_batch_size_per_gpu() == 8
-        assert engine.enable_backward_allreduce is False
-        assert optimizer is engine.optimizer and scheduler is engine.lr_scheduler
-        decay, no_decay = optimizer.param_groups
-        trainable = [p for p in model.parameters() if p is not frozen]
-        assert [id(p) for p in decay["params"]] == [id(p) for p in trainable if p.dim() >= 2]
-        assert [id(p) for p in no_decay["params"]] == [id(p) for p in trainable if p.dim() < 2]
-        assert all(p.dim() == 2 for p in decay["params"]) and no_decay["params"]
-        assert (decay["weight_decay"], no_decay["weight_decay"]) == (0.05, 0.0)
-        assert decay["betas"] == (0.8, 0.9) and decay["eps"] == 1e-6
-        assert decay["initial_lr"] == 2e-3
-        assert decay["lr"] == pytest.approx(2e-3 * 0.5)  # lr_factor(0) with 2 warm-up steps
-        for step in range(12):
-            assert scheduler.lr_lambdas[0](step) == lr_factor(step, 2, "cosine", 10, 0.2)
-    finally:
-        engine.destroy()
-    config.decay_steps = 6
-    engine, _, scheduler = build_engine(build_model(TINY, VOCAB, C, seed=0), config, 10, 1)
-    try:
-        for step in range(12):
-            assert scheduler.lr_lambdas[0](step) == lr_factor(step, 2, "cosine", 6, 0.2)
-    finally:
-        engine.destroy()
-
-
-def test_allreduce_is_kept_with_two_ranks() -> None:
-    engine = types.SimpleNamespace(enable_backward_allreduce=True)
-    training.skip_allreduce_in_world_of_one(engine, 2)
-    assert engine.enable_backward_allreduce is True
-    training.skip_allreduce_in_world_of_one(engine, 1)
-    assert engine.enable_backward_allreduce is False
-
-
 def test_family_of_a_named_or_inline_preset() -> None:
     assert training._family("attn-only-2l-d64") == "attention_only"
     assert training._family({"family": "gpt2", "n_layer": 1}) == "gpt2"
-
-
-def test_free_port_is_an_unprivileged_bindable_port() -> None:
-    import socket
-
-    port = training._free_port()
-    assert type(port) is int and 1024 <= port < 65536
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", port))
-
-
-def _destroy_world() -> None:
-    """Tear down this process's group so ``init_distributed`` starts one again."""
-    import deepspeed.comm.comm as ds_comm
-    import torch.distributed as dist
-
-    if ds_comm.cdb is not None and ds_comm.cdb.is_initialized():
-        ds_comm.destroy_process_group()  # also drops DeepSpeed's cached groups
-    elif dist.is_initialized():
-        dist.destroy_process_group()
-    ds_comm.cdb = None
-
-
-RENDEZVOUS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-
-
-def test_init_distributed_starts_a_one_rank_gloo_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No launcher environment: rank 0 of 1 on 127.0.0.1 with a fresh port (an inherited one is
-    replaced), values already set are kept, no shared-memory op is built; later calls reuse it."""
-    import importlib
-
-    import torch.distributed as dist
-
-    ds_torch = importlib.import_module("deepspeed.comm.torch")  # the attribute is torch itself
-    built: list[bool] = []
-    monkeypatch.setattr(ds_torch, "build_shm_op", lambda: built.append(True))
-    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
-    import logging
-
-    monkeypatch.setattr(logging.getLogger("DeepSpeed"), "level", logging.INFO)
-    for key in RENDEZVOUS:
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("MASTER_PORT", "1")
-    _destroy_world()
-    try:
-        assert init_distributed() == (0, 1)
-        assert {k: os.environ[k] for k in RENDEZVOUS[:4]} == {
-            "RANK": "0",
-            "WORLD_SIZE": "1",
-            "LOCAL_RANK": "0",
-            "MASTER_ADDR": "127.0.0.1",
-        }
-        assert int(os.environ["MASTER_PORT"]) >= 1024
-        assert dist.get_backend() == "gloo" and dist.get_world_size() == 1
-        assert built == []
-        assert logging.getLogger("DeepSpeed").level == logging.WARNING
-        assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
-        monkeypatch.setenv("MASTER_PORT", "2")
-        assert init_distributed() == (0, 1)  # already initialised: nothing is re-read
-        assert os.environ["MASTER_PORT"] == "2"
-
-        _destroy_world()
-        monkeypatch.setenv("WORLD_SIZE", "1")
-        monkeypatch.setenv("LOCAL_RANK", "7")
-        monkeypatch.setenv("MASTER_ADDR", "localhost")
-        assert init_distributed() == (0, 1)
-        assert os.environ["LOCAL_RANK"] == "7" and os.environ["MASTER_ADDR"] == "localhost"
-        assert int(os.environ["MASTER_PORT"]) >= 1024
-        assert built == []
-    finally:
-        _destroy_world()
-        for key in RENDEZVOUS:
-            monkeypatch.delenv(key, raising=False)
-        init_distributed()  # leave a group for the tests that follow in this process
 
 
 def test_a_named_preset_is_reported_by_its_name(tmp_path: Path) -> None:

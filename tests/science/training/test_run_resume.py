@@ -25,7 +25,10 @@ import torch
 from safetensors.torch import load_file
 
 from ih_kedro.science.data.packed import PackedTokens
-from ih_kedro.science.training.run import CheckpointStore, TrainingRunConfig, lr_factor, train_run
+from ih_kedro.science.training.checkpoints import CheckpointStore
+from ih_kedro.science.training.config import TrainingRunConfig
+from ih_kedro.science.training.run import train_run
+from ih_kedro.science.training.schedules import lr_factor
 
 VOCAB = 48
 TINY = {"family": "attention_only", "n_layer": 2, "n_head": 2, "d_model": 32}
@@ -184,7 +187,8 @@ KILL_SCRIPT = textwrap.dedent(
     sys.path.insert(0, {tests!r})
     from science.training.test_run_resume import make_config, make_evaluator, make_packed
     from ih_kedro.science.training.tracking import MlflowTracker
-    from ih_kedro.science.training.run import CheckpointStore, train_run
+    from ih_kedro.science.training.checkpoints import CheckpointStore
+    from ih_kedro.science.training.run import train_run
 
     def kill(step):
         if step == 7:

@@ -16,14 +16,14 @@ import torch
 from safetensors.torch import load_file
 
 from ih_kedro.pipelines.training.nodes import make_online_evaluator
-from ih_kedro.science.training.run import CheckpointStore
+from ih_kedro.science.training.checkpoints import CheckpointStore
 from ih_kedro.science.training.sweep import (
     ExecutorConfig,
     SweepFailedError,
-    TrackingSpec,
     ray_instance,
     run_sweep,
 )
+from ih_kedro.science.training.tasks import TrackingSpec
 from ih_kedro.science.training.tracking import MlflowTracker
 
 from .test_run import make_config, make_packed

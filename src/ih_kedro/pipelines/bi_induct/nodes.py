@@ -7,62 +7,40 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
+import torch
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
-
-from ih_kedro.science.data.packed import PackedTokens  # noqa: E402
-from ih_kedro.science.data.tokenization import eos_token_id  # noqa: E402
-from ih_kedro.science.data.variants.snippets import SEP_TOKEN  # noqa: E402
-from ih_kedro.science.data.vocabulary import frequent_token_pool  # noqa: E402
-from ih_kedro.science.evaluation.bi_induct import (  # noqa: E402
-    check_matched_compute,
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.data.tokenization import eos_token_id
+from ih_kedro.science.data.variants.snippets import SEP_TOKEN
+from ih_kedro.science.data.vocabulary import frequent_token_pool
+from ih_kedro.science.evaluation.bi_induct import (
     checkpoint_summary,
     evaluate_checkpoint,
     make_eval_set,
+    matched_compute_table,
     results_table,
+    runs_with_variants,
 )
-from ih_kedro.science.evaluation.lm_eval_adapter import SCORE_COLUMNS  # noqa: E402
-from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint  # noqa: E402
+from ih_kedro.science.evaluation.lm_eval_adapter import SCORE_COLUMNS
+from ih_kedro.science.statistics.plots import bi_induct as bi_induct_plots
+from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint
 
 logger = logging.getLogger(__name__)
 
-SIZE_COLUMNS = ["preset", "batch_size", "context_length", "seed"]
 CHECKPOINT_COLUMNS = ["run_name", "preset", "variant", "seed", "step", "tokens_seen", "metric",
                       "value"]  # fmt: skip
 LM_EVAL_COLUMNS = ["run_name", "preset", "variant", "seed", "step", "tokens_seen", *SCORE_COLUMNS]
 MLFLOW_BATCH = 500  # metrics per log_metrics call (MLflow caps a batch at 1,000)
 
 
-def variant_label(run: Mapping[str, Any]) -> str:
-    """The grid label of a run from its name ``<preset>_B<B>_C<C>_<label>_s<seed>``."""
-    prefix = f"{run['preset']}_B{run['batch_size']}_C{run['context_length']}_"
-    suffix = f"_s{run['seed']}"
-    name = str(run["run_name"])
-    if not (name.startswith(prefix) and name.endswith(suffix)):
-        raise ValueError(
-            f"sweep_manifest: run name {name!r} does not follow {prefix}<label>{suffix}"
-        )
-    return name[len(prefix) : -len(suffix)]
-
-
-def _runs(sweep_manifest: pd.DataFrame) -> pd.DataFrame:
-    runs = sweep_manifest.copy()
-    runs["variant"] = [variant_label(row) for row in runs.to_dict("records")]
-    return runs
-
-
 def matched_compute(sweep_manifest: pd.DataFrame) -> pd.DataFrame:
     """Fail unless every variant of one size (preset, B, C, seed) trained the same tokens and
     FLOPs; return the compute table (one row per run, with its variant label)."""
-    table = check_matched_compute(sweep_manifest, SIZE_COLUMNS)
-    table.insert(1, "variant", _runs(sweep_manifest)["variant"].to_numpy())
+    table = matched_compute_table(sweep_manifest)
     logger.info("bi_induct: matched compute holds for %d runs", len(table))
     return table
 
@@ -110,7 +88,7 @@ def evaluate_runs(
     params = {**params, "snippet_length": params.get("snippet_length") or span}
     every = int(params.get("every_nth_checkpoint", 1))
     n_validation = int(params.get("n_validation_sequences", 32))
-    runs = _runs(sweep_manifest)
+    runs = runs_with_variants(sweep_manifest)
     eval_sets: dict[int, Any] = {}
     rows: list[dict[str, Any]] = []
     finals: dict[str, dict[str, Any]] = {}
@@ -157,95 +135,21 @@ def build_results_table(
     return table
 
 
-def _empty(message: str) -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(6, 2))
-    ax.axis("off")
-    ax.text(0.5, 0.5, message, ha="center", va="center")
-    return fig
+def plot_signatures(head_scores: pd.DataFrame, sweep_manifest: pd.DataFrame) -> Figure:
+    """Best head's induction and anti-induction score over training per variant
+    (``statistics.plots.bi_induct``, the variants read from the run names)."""
+    return bi_induct_plots.plot_signatures(head_scores, runs_with_variants(sweep_manifest))
 
 
-def plot_signatures(head_scores: pd.DataFrame, sweep_manifest: pd.DataFrame) -> plt.Figure:
-    """Best head's induction and anti-induction score over training, one line per variant.
-
-    From telemetry's ``head_scores`` (max over heads of layers >= 1, mean over seeds):
-    induction on repeated random-token probes (``prefix_matching``), on ``S ‖ SEP ‖ S``
-    snippets, and anti-induction on ``S ‖ SEP ‖ reverse(S)`` snippets.
-    """
-    panels = {
-        "prefix_matching": "induction (repeated probes)",
-        "induction_induction_snippet": "induction (S SEP S)",
-        "anti_induction_anti_induction_snippet": "anti-induction (S SEP rev S)",
-    }
-    data = head_scores[head_scores["metric"].isin(list(panels)) & (head_scores["layer"] >= 1)]
-    if data.empty:
-        return _empty("no head scores")
-    labels = _runs(sweep_manifest).set_index("run_name")[["variant", "preset"]]
-    best = data.groupby(["run_name", "step", "tokens_seen", "metric"], as_index=False)[
-        "value"
-    ].max()
-    best = best.join(labels, on="run_name")
-    presets = sorted(best["preset"].unique())
-    fig, axes = plt.subplots(len(presets), len(panels), figsize=(4.2 * len(panels),
-                             3.2 * len(presets)), squeeze=False)  # fmt: skip
-    for row, preset in enumerate(presets):
-        for col, (metric, title) in enumerate(panels.items()):
-            ax = axes[row, col]
-            part = best[(best["preset"] == preset) & (best["metric"] == metric)]
-            for variant, group in part.groupby("variant"):
-                curve = group.groupby("tokens_seen")["value"].mean()
-                ax.plot(curve.index, curve.to_numpy(), marker=".", label=variant)
-            ax.set_title(f"{preset}: {title}", fontsize=9)
-            ax.set_xlabel("tokens seen")
-            ax.set_ylabel("best head score (layers >= 1)")
-            ax.set_ylim(0, 1)
-    axes[0, 0].legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+def plot_ablation_over_training(checkpoint_metrics: pd.DataFrame) -> Figure:
+    """Excess relative drop of the ablated top heads over training per variant."""
+    return bi_induct_plots.plot_ablation_over_training(checkpoint_metrics)
 
 
-def _curves(checkpoint_metrics: pd.DataFrame, metrics: list[str], ylabel: str,
-            reference: str | None = None) -> plt.Figure:  # fmt: skip
-    data = checkpoint_metrics[checkpoint_metrics["metric"].isin(metrics)]
-    if data.empty:
-        return _empty("no checkpoint metrics")
-    presets = sorted(data["preset"].unique())
-    fig, axes = plt.subplots(len(presets), len(metrics), figsize=(4.2 * len(metrics),
-                             3.2 * len(presets)), squeeze=False)  # fmt: skip
-    for row, preset in enumerate(presets):
-        part = data[data["preset"] == preset]
-        mean = part.groupby(["variant", "metric", "tokens_seen"])["value"].mean()
-        for col, metric in enumerate(metrics):
-            ax = axes[row, col]
-            for variant in sorted(part["variant"].unique()):
-                if (variant, metric) not in mean.index.droplevel(2):
-                    continue
-                curve = mean.loc[(variant, metric)]
-                if reference is not None:
-                    if (reference, metric) not in mean.index.droplevel(2):
-                        continue
-                    curve = curve - mean.loc[(reference, metric)].reindex(curve.index)
-                ax.plot(curve.index, curve.to_numpy(), marker=".", label=variant)
-            ax.axhline(0, color="grey", lw=0.5)
-            ax.set_title(f"{preset}: {metric}", fontsize=9)
-            ax.set_xlabel("tokens seen")
-            ax.set_ylabel(ylabel)
-    axes[0, 0].legend(fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def plot_ablation_over_training(checkpoint_metrics: pd.DataFrame) -> plt.Figure:
-    """Excess relative drop (top heads minus random-head control) over training per variant."""
-    metrics = sorted(m for m in checkpoint_metrics["metric"].unique()
-                     if m.startswith("ablation_excess_"))  # fmt: skip
-    return _curves(checkpoint_metrics, metrics, "relative drop, top heads - control")
-
-
-def plot_perplexity_gap(checkpoint_metrics: pd.DataFrame, params: dict[str, Any]) -> plt.Figure:
-    """Held-out perplexity minus the natural-only run's, over training, per variant."""
+def plot_perplexity_gap(checkpoint_metrics: pd.DataFrame, params: dict[str, Any]) -> Figure:
+    """Perplexity minus the ``results.baseline_variant``'s (default ``natural``) over training."""
     baseline = str(params.get("results", {}).get("baseline_variant", "natural"))
-    return _curves(checkpoint_metrics, ["perplexity"], f"perplexity - {baseline}",
-                   reference=baseline)  # fmt: skip
+    return bi_induct_plots.plot_perplexity_gap(checkpoint_metrics, baseline)
 
 
 def log_bi_induct_to_mlflow(
@@ -307,7 +211,7 @@ def evaluate_lm_eval(
     from ih_kedro.science.evaluation.lm_eval_adapter import evaluate_checkpoint_tasks
 
     frames = []
-    for run in _runs(sweep_manifest).to_dict("records"):
+    for run in runs_with_variants(sweep_manifest).to_dict("records"):
         checkpoints = list_checkpoints(run["run_dir"])
         if not checkpoints:
             raise ValueError(f"run {run['run_name']}: no checkpoints under {run['run_dir']}")

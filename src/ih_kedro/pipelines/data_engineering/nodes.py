@@ -23,11 +23,8 @@ from tokenizers import Tokenizer
 
 from ih_kedro.science.data.corpus import BadInputError, DocumentSelection, DocumentStream
 from ih_kedro.science.data.packed import PackedTokens
-from ih_kedro.science.data.sharded.dedup import (
-    ExecutorSettings,
-    ShardedSelection,
-    sharded_deduplicate,
-)
+from ih_kedro.science.data.sharded.dedup import ShardedSelection, sharded_deduplicate
+from ih_kedro.science.data.sharded.executor import ExecutorSettings
 from ih_kedro.science.data.sharded.packing import ShardedPacking, sharded_packing_from_selection
 from ih_kedro.science.data.tokenization import (
     EOS_TOKEN,

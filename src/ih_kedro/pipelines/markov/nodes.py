@@ -29,10 +29,10 @@ from ih_kedro.science.data.variants.markov import (
 from ih_kedro.science.data.variants.markov_process import MarkovProcess, MarkovSpec, design_process
 from ih_kedro.science.statistics.markov_verdicts import (
     condition_table,
-    emergence_status,
     judge_claims,
     verdict_summary,
 )
+from ih_kedro.science.statistics.pareto_frontier import emergence_status
 from ih_kedro.science.statistics.plots.markov import plot_conditions, plot_processes
 
 logger = logging.getLogger(__name__)
@@ -169,7 +169,7 @@ def plan_variant_data(
 
 def run_cells(training: dict[str, Any]) -> pd.DataFrame:
     """``run_name, seed, process, level`` of every markov run of the training grid."""
-    from ih_kedro.pipelines.training.nodes import expand_grid
+    from ih_kedro.science.training.grid import expand_grid
 
     rows = [
         {
@@ -234,7 +234,7 @@ def build_conditions(
 def _realised_repetition(
     process: MarkovProcess, level: Mapping[str, Any], width: int, n: int = 512
 ) -> dict[str, float]:
-    from ih_kedro.science.data.variants.semi_natural import measure_repetition
+    from ih_kedro.science.data.variants.repetition_stats import measure_repetition
 
     sample = markov_sequences(
         process,

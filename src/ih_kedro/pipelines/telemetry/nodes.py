@@ -8,29 +8,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from tqdm.auto import tqdm
+from transformers import AutoConfig
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
-from transformers import AutoConfig  # noqa: E402
-
-from ih_kedro.science.data.packed import PackedTokens  # noqa: E402
-from ih_kedro.science.data.vocabulary import frequent_token_pool  # noqa: E402
-from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint  # noqa: E402
-from ih_kedro.science.telemetry.emergence import validate_min_layers  # noqa: E402
-from ih_kedro.science.telemetry.probes import (  # noqa: E402
+from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.data.vocabulary import frequent_token_pool
+from ih_kedro.science.statistics.plots import telemetry as telemetry_plots
+from ih_kedro.science.telemetry.checkpoint_scores import score_checkpoint
+from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint
+from ih_kedro.science.telemetry.emergence_table import detect_emergence_table, validate_min_layers
+from ih_kedro.science.telemetry.probes import (
     REFERENCE_PROBE_LENGTH,
     ProbeSet,
     default_probe_length,
     uniform_token_pool,
 )
-from ih_kedro.science.telemetry.probes import make_probe_set as build_probe_set  # noqa: E402
-from ih_kedro.science.telemetry.scores import score_checkpoint  # noqa: E402
+from ih_kedro.science.telemetry.probes import make_probe_set as build_probe_set
 
 logger = logging.getLogger(__name__)
 
@@ -182,9 +178,7 @@ def detect_emergence(
     sweep_manifest: pd.DataFrame,
     params: dict[str, Any],
 ) -> pd.DataFrame:
-    """The emergence table (``science.telemetry.emergence.detect_emergence_table``)."""
-    from ih_kedro.science.telemetry.emergence import detect_emergence_table
-
+    """The emergence table (``science.telemetry.emergence_table.detect_emergence_table``)."""
     return detect_emergence_table(score_samples, sweep_manifest, emergence_specs(params))
 
 
@@ -224,60 +218,15 @@ def log_telemetry_to_mlflow(
             logger.warning("run %s: MLflow logging skipped (%s)", run.run_name, error)
 
 
-def plot_prefix_matching_over_training(head_scores: pd.DataFrame) -> plt.Figure:
-    """Per-head prefix-matching score over tokens seen, one line per head, a panel per run."""
-    data = head_scores[head_scores["metric"] == "prefix_matching"].copy()
-    data["head_id"] = "L" + data["layer"].astype(str) + "H" + data["head"].astype(str)
-    x = "tokens_seen" if data["tokens_seen"].notna().all() and len(data) else "step"
-    grid = sns.relplot(data=data, x=x, y="value", hue="head_id", col="run_name", col_wrap=3,
-                       kind="line", height=3, facet_kws={"sharex": False})  # fmt: skip
-    grid.set_axis_labels(x, "prefix-matching score")
-    return grid.figure
+def plot_prefix_matching_over_training(head_scores: pd.DataFrame) -> Figure:
+    """Per-head prefix-matching score over tokens seen (``statistics.plots.telemetry``)."""
+    return telemetry_plots.plot_prefix_matching_over_training(head_scores)
 
 
-def plot_head_heatmaps(head_scores: pd.DataFrame, params: dict[str, Any]) -> plt.Figure:
-    """Layer x head prefix-matching heatmaps per run at chosen steps (``heatmap_steps``).
-
-    ``heatmap_steps``: a list of steps, or null for each run's first, middle and last.
-    """
-    data = head_scores[head_scores["metric"] == "prefix_matching"]
-    runs = sorted(data["run_name"].unique())
-    wanted = params.get("heatmap_steps")
-    chosen = {}
-    for run in runs:
-        steps = sorted(data.loc[data["run_name"] == run, "step"].unique())
-        chosen[run] = (
-            [s for s in steps if s in wanted]
-            if wanted
-            else sorted({steps[0], steps[len(steps) // 2], steps[-1]})
-        )
-    n_cols = max((len(v) for v in chosen.values()), default=1) or 1
-    fig, axes = plt.subplots(max(1, len(runs)), n_cols, squeeze=False,
-                             figsize=(3 * n_cols, 2.5 * max(1, len(runs))))  # fmt: skip
-    image = None
-    for row, run in enumerate(runs):
-        for col in range(n_cols):
-            ax = axes[row][col]
-            if col >= len(chosen[run]):
-                ax.set_axis_off()
-                continue
-            step = chosen[run][col]
-            cell = data[(data["run_name"] == run) & (data["step"] == step)]
-            # (layers, heads)
-            grid = cell.pivot_table(index="layer", columns="head", values="value")
-            # imshow, not seaborn's heatmap: that one draws the whole figure on every call to
-            # place its tick labels, quadratic in the number of panels (minutes for 54 panels).
-            image = ax.imshow(grid.to_numpy(), vmin=0, vmax=1, cmap="viridis", aspect="auto",
-                              interpolation="nearest")  # fmt: skip
-            ax.set_xticks(range(grid.shape[1]), [str(h) for h in grid.columns], fontsize=6)
-            ax.set_yticks(range(grid.shape[0]), [str(layer) for layer in grid.index], fontsize=6)
-            ax.set_xlabel("head", fontsize=7)
-            ax.set_ylabel("layer", fontsize=7)
-            ax.set_title(f"{run}\nstep {step}", fontsize=7)
-    fig.tight_layout()
-    if image is not None:
-        fig.colorbar(image, ax=axes.ravel().tolist(), label="prefix-matching score", shrink=0.6)
-    return fig
+def plot_head_heatmaps(head_scores: pd.DataFrame, params: dict[str, Any]) -> Figure:
+    """Layer x head prefix-matching heatmaps per run at ``params["heatmap_steps"]`` (null: each
+    run's first, middle and last step; ``statistics.plots.telemetry``)."""
+    return telemetry_plots.plot_head_heatmaps(head_scores, params.get("heatmap_steps"))
 
 
 def discover_external_checkpoints(params: dict[str, Any]) -> pd.DataFrame:

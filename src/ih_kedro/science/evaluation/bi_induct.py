@@ -56,6 +56,8 @@ logger = logging.getLogger(__name__)
 
 ABLATION_METRICS = ("icl", "probe")  # ICL benefit (-icl_score), 10-shot probe accuracy
 NOT_ESTIMABLE = "not estimable"
+SIZE_COLUMNS = ["preset", "batch_size", "context_length", "seed"]
+"""The columns of one model size: its variants must train with the same compute."""
 
 
 class MatchedComputeError(ValueError):
@@ -87,6 +89,34 @@ def check_matched_compute(manifest: pd.DataFrame, size_columns: Sequence[str]) -
                     "must train the same steps (turn off training.online_emergence.early_stop)"
                 )
     return table.reset_index(drop=True)
+
+
+def variant_label(run: Mapping[str, Any]) -> str:
+    """The grid label of a run from its name ``<preset>_B<B>_C<C>_<label>_s<seed>``."""
+    prefix = f"{run['preset']}_B{run['batch_size']}_C{run['context_length']}_"
+    suffix = f"_s{run['seed']}"
+    name = str(run["run_name"])
+    if not (name.startswith(prefix) and name.endswith(suffix)):
+        raise ValueError(
+            f"sweep_manifest: run name {name!r} does not follow {prefix}<label>{suffix}"
+        )
+    return name[len(prefix) : -len(suffix)]
+
+
+def runs_with_variants(sweep_manifest: pd.DataFrame) -> pd.DataFrame:
+    """A copy of the sweep manifest with each run's ``variant`` label (:func:`variant_label`)."""
+    runs = sweep_manifest.copy()
+    runs["variant"] = [variant_label(row) for row in runs.to_dict("records")]
+    return runs
+
+
+def matched_compute_table(sweep_manifest: pd.DataFrame) -> pd.DataFrame:
+    """The compute table of :func:`check_matched_compute` over :data:`SIZE_COLUMNS` (raises
+    :class:`MatchedComputeError` unless every variant of a size trained the same tokens and
+    FLOPs), with each run's ``variant`` label as its second column."""
+    table = check_matched_compute(sweep_manifest, SIZE_COLUMNS)
+    table.insert(1, "variant", runs_with_variants(sweep_manifest)["variant"].to_numpy())
+    return table
 
 
 @dataclass

@@ -34,6 +34,7 @@ from tokenizers import Tokenizer
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from ih_kedro.science.data.tokenization import EOS_TOKEN, eos_token_id
+from ih_kedro.science.telemetry.checkpoints import load_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -248,8 +249,6 @@ def evaluate_checkpoint_tasks(
     ``batch_size``, ``seed``, ``bootstrap_iters``, ``include_defaults``, ``dtype`` (``null``: as
     saved) and ``device`` (``null``: CUDA when available), as in ``bi_induct.lm_eval``.
     """
-    from ih_kedro.science.telemetry.checkpoints import load_checkpoint
-
     device = device or params.get("device") or ("cuda" if torch.cuda.is_available() else "cpu")
     if isinstance(checkpoint, PreTrainedModel):
         model = checkpoint.to(device).eval()

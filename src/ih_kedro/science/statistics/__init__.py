@@ -1,0 +1,27 @@
+"""Statistics: the study's estimates, each with its CI, and the figures that show them.
+
+The emergence law regresses the log emergence step on log B and log C (OLS, or Tobit with the
+censored runs), with cluster-robust CIs by configuration, leave-one-configuration-out r, Wald
+tests against published exponents and prediction intervals. The Pareto frontier is a logistic
+model of head formation over frequency x reliability, with a bootstrap contour band, the
+Pareto-minimal cells and the growth of S* toward the frontier. The Markov verdicts judge the
+study's claims from a conditions table. ``plots`` draws every figure the pipelines publish.
+
+- ``law_design``: ``build_design``, ``validate_table``, ``censored_mask``, ``Design``
+- ``censored_regression``: ``fit_ols``, ``fit_tobit``, ``coefficient_ci``, ``RegressionFit``
+- ``emergence_law``: ``fit_emergence_law``, ``EmergenceLawFit``, ``SEED_EXPONENTS``
+- ``emergence_prediction``: ``predict_emergence``, ``fit_summary_table``, ``fit_summary_dict``,
+  ``observed_vs_predicted``
+- ``pareto_frontier``: ``fit_frontier``, ``bootstrap_contour``, ``pareto_minimal_cells``,
+  ``fit_sstar_growth``, ``budget_shift``, ``FrontierFit``
+- ``pareto_cells``: ``build_cell_table``, ``aggregate_cells``, ``CELL_COLUMNS``
+- ``pareto_summary``: ``estimate_frontier``, ``TABLE_COLUMNS``
+- ``markov_verdicts``: ``condition_table``, ``judge_claims``, ``verdict_summary``
+- ``plots.law``: ``plot_trajectories``, ``plot_predicted_vs_observed``,
+  ``plot_residuals_vs_model_size``
+- ``plots.pareto``: ``plot_frontier_heatmap``, ``plot_sstar_vs_distance``
+- ``plots.markov``: ``plot_processes``, ``plot_conditions``
+- ``plots.telemetry``: ``plot_prefix_matching_over_training``, ``plot_head_heatmaps``
+- ``plots.bi_induct``: ``plot_signatures``, ``plot_ablation_over_training``,
+  ``plot_perplexity_gap``
+"""

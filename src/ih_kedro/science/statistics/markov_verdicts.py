@@ -33,11 +33,7 @@ from typing import Any
 import pandas as pd
 
 # One reading of the emergence table's status, shared with the pareto frontier.
-from ih_kedro.science.statistics.pareto_frontier import (  # noqa: F401 - re-exported
-    FORMED_STATUSES,
-    NOT_FORMED_STATUSES,
-    emergence_status,
-)
+from ih_kedro.science.statistics.pareto_frontier import FORMED_STATUSES, NOT_FORMED_STATUSES
 
 SUPPORTED = "supported"
 CONTRADICTED = "contradicted"
@@ -323,7 +319,6 @@ __all__ = [
     "UNDECIDABLE",
     "VERDICTS",
     "condition_table",
-    "emergence_status",
     "judge_claims",
     "verdict_summary",
 ]

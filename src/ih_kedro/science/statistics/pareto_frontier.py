@@ -1,7 +1,7 @@
 """The frequency x reliability frontier of induction-head formation (Experiment 2).
 
 Each training run of the ``pareto`` grid has a repetition **frequency** ``f`` and
-**reliability** ``r`` (:mod:`ih_kedro.science.data.variants.semi_natural`) and an outcome: did an induction
+**reliability** ``r`` (:mod:`ih_kedro.science.data.variants.repetition`) and an outcome: did an induction
 head form within the step budget? This module estimates
 
 * **P(formed | f, r)** with a logistic model on the log scale,

@@ -22,7 +22,8 @@ Every estimate carries a ``status`` (:data:`STATUSES`), never dropped:
 - ``fit_failed``: the estimator could not decide (too few points, the logistic/piecewise fit
   failed, a midpoint past the last checkpoint, no finite score); ``reason`` says which.
 
-Plain numpy/scipy/pandas; no Kedro imports.
+The table over runs (every run and detection spec, joined to the sweep's covariates) is
+:mod:`ih_kedro.science.telemetry.emergence_table`. Plain numpy/scipy; no Kedro imports.
 """
 
 from __future__ import annotations
@@ -30,12 +31,10 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from scipy.optimize import OptimizeWarning, curve_fit
 
 logger = logging.getLogger(__name__)
@@ -43,33 +42,6 @@ logger = logging.getLogger(__name__)
 METHODS = ("threshold", "logistic", "piecewise")
 STATUSES = ("emerged", "censored", "left_censored", "fit_failed")
 """Values of the emergence table's ``status`` column (docs/architecture.md)."""
-
-EMERGENCE_COLUMNS = [
-    "run_name",
-    "metric",
-    "method",
-    "step",
-    "tokens",
-    "ci_low",
-    "ci_high",
-    "censored",
-    "status",
-    "reason",
-    "threshold",
-    "last_step",
-    "min_layer",
-    "probe_length",
-]
-COVARIATE_COLUMNS = [
-    "preset",
-    "batch_size",
-    "context_length",
-    "seed",
-    "copy_rate",
-    "data_variant",
-    "copy_events_per_sequence",
-    "copied_token_fraction",
-]
 
 
 @dataclass(frozen=True)
@@ -142,18 +114,6 @@ def _restrict_layers(per_sample: np.ndarray, min_layer: int) -> np.ndarray:
             f"min_layer: {min_layer} leaves no layers (the metric has {n_layers} layers)"
         )
     return per_sample[:, :, min_layer:]
-
-
-def check_min_layer(min_layer: int, shape: tuple[int, ...], where: str) -> None:
-    """Raise naming ``<where>.min_layer`` when it leaves no layer of a ``(K, n, layers, ...)``
-    metric (model-level ``(K, n)`` metrics have no layers and accept any ``min_layer``)."""
-    if min_layer < 0:
-        raise ValueError(f"{where}.min_layer: must be >= 0, got {min_layer}")
-    if len(shape) >= 3 and min_layer >= shape[2]:
-        raise ValueError(
-            f"{where}.min_layer: {min_layer} leaves no layers (the model has {shape[2]} layers; "
-            f"use 0..{shape[2] - 1})"
-        )
 
 
 def _flat_samples(samples: np.ndarray, min_layer: int) -> np.ndarray:
@@ -433,6 +393,81 @@ def _point_estimate(
 # --------------------------------------------------------------------------------------------
 # Run-level estimate with bootstrap CI
 # --------------------------------------------------------------------------------------------
+def _check_options(method: str, threshold: float | None, ci: float, n_bootstrap: int) -> None:
+    """Raise naming the argument when ``method``, ``threshold``, ``ci`` or ``n_bootstrap`` is
+    not usable."""
+    if method not in METHODS:
+        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+    if method == "threshold" and threshold is None:
+        raise ValueError("threshold: required for method='threshold'")
+    if not 0 < ci < 1:
+        raise ValueError(f"ci: must be in (0, 1), got {ci}")
+    if n_bootstrap < 0:
+        raise ValueError(f"n_bootstrap: must be >= 0, got {n_bootstrap}")
+
+
+def _run_arrays(
+    steps: np.ndarray, tokens: np.ndarray, samples: np.ndarray, min_layer: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``steps (K,)``, ``tokens (K,)`` as floats and the flat ``(K, n, F)`` samples
+    (:func:`_flat_samples`); raises when steps or tokens do not match the K checkpoints."""
+    steps = np.asarray(steps, dtype=float)
+    tokens = np.asarray(tokens, dtype=float)
+    flat = _flat_samples(samples, min_layer)  # (K, n, F)
+    n_checkpoints = flat.shape[0]
+    if steps.shape != (n_checkpoints,) or tokens.shape != (n_checkpoints,):
+        raise ValueError(
+            f"steps, tokens: expected shape ({n_checkpoints},) to match samples "
+            f"{np.shape(samples)}, got {steps.shape} and {tokens.shape}"
+        )
+    return steps, tokens, flat
+
+
+def _tokens_at(step: float, known_steps: np.ndarray, known_tokens: np.ndarray) -> float:
+    """Tokens seen at ``step``, interpolated between the run's finite checkpoints; NaN for a
+    non-finite step or a run without any."""
+    if not math.isfinite(step) or known_steps.size == 0:
+        return math.nan
+    return float(np.interp(step, known_steps, known_tokens))
+
+
+def _bootstrap_ci(
+    flat: np.ndarray,
+    steps: np.ndarray,
+    method: str,
+    threshold: float | None,
+    *,
+    n_bootstrap: int,
+    seed: int,
+    ci: float,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI ``(low, high)`` of the emergence step over the probe samples.
+
+    Each of ``n_bootstrap`` replicates resamples the n probe samples of ``flat (K, n, F)`` with
+    replacement and re-estimates the step on its curve. A censored replicate counts as ``inf``
+    (after the last step), a failed fit is left out; NaN, NaN when every replicate fails.
+    """
+    ci_low = ci_high = math.nan
+    n_samples = flat.shape[1]
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_samples, size=(n_bootstrap, n_samples))
+    weights = np.stack([np.bincount(d, minlength=n_samples) for d in draws]).astype(float)
+    curves = _curves_from_weights(flat, weights)  # (R, K)
+    estimates = [_point_estimate(steps, c, method, threshold) for c in curves]
+    # Censored replicates emerge "after the last step"; failed fits carry no estimate.
+    replicates = np.array(
+        [math.inf if e.status == "censored" else e.step for e in estimates
+         if e.status != "fit_failed"]
+    )  # fmt: skip
+    if replicates.size:
+        alpha = (1.0 - ci) / 2.0
+        # inverted_cdf never interpolates towards an inf (censored) replicate.
+        ci_low, ci_high = (
+            float(v) for v in np.quantile(replicates, [alpha, 1 - alpha], method="inverted_cdf")
+        )
+    return ci_low, ci_high
+
+
 def estimate_emergence(
     steps: np.ndarray,
     tokens: np.ndarray,
@@ -464,23 +499,9 @@ def estimate_emergence(
         carry the censoring point (last checkpoint) in ``step`` and ``tokens``,
         ``left_censored`` rows the first checkpoint, ``fit_failed`` rows NaN and a ``reason``.
     """
-    if method not in METHODS:
-        raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
-    if method == "threshold" and threshold is None:
-        raise ValueError("threshold: required for method='threshold'")
-    if not 0 < ci < 1:
-        raise ValueError(f"ci: must be in (0, 1), got {ci}")
-    if n_bootstrap < 0:
-        raise ValueError(f"n_bootstrap: must be >= 0, got {n_bootstrap}")
-    steps = np.asarray(steps, dtype=float)
-    tokens = np.asarray(tokens, dtype=float)
-    flat = _flat_samples(samples, min_layer)  # (K, n, F)
-    n_checkpoints, n_samples = flat.shape[:2]
-    if steps.shape != (n_checkpoints,) or tokens.shape != (n_checkpoints,):
-        raise ValueError(
-            f"steps, tokens: expected shape ({n_checkpoints},) to match samples "
-            f"{np.shape(samples)}, got {steps.shape} and {tokens.shape}"
-        )
+    _check_options(method, threshold, ci, n_bootstrap)
+    steps, tokens, flat = _run_arrays(steps, tokens, samples, min_layer)
+    n_samples = flat.shape[1]
     last_step = float(np.nanmax(steps))
     threshold_value = float(threshold) if method == "threshold" else None
 
@@ -491,33 +512,15 @@ def estimate_emergence(
     # np.interp needs finite, increasing sample points: skip checkpoints with NaN step/tokens.
     known_steps, known_tokens = _sorted_finite(steps, tokens)
 
-    def tokens_at(step: float) -> float:
-        if not math.isfinite(step) or known_steps.size == 0:
-            return math.nan
-        return float(np.interp(step, known_steps, known_tokens))
-
     ci_low = ci_high = math.nan
     if outcome.status == "emerged" and n_bootstrap > 0:
-        rng = np.random.default_rng(seed)
-        draws = rng.integers(0, n_samples, size=(n_bootstrap, n_samples))
-        weights = np.stack([np.bincount(d, minlength=n_samples) for d in draws]).astype(float)
-        curves = _curves_from_weights(flat, weights)  # (R, K)
-        estimates = [_point_estimate(steps, c, method, threshold_value) for c in curves]
-        # Censored replicates emerge "after the last step"; failed fits carry no estimate.
-        replicates = np.array(
-            [math.inf if e.status == "censored" else e.step for e in estimates
-             if e.status != "fit_failed"]
-        )  # fmt: skip
-        if replicates.size:
-            alpha = (1.0 - ci) / 2.0
-            # inverted_cdf never interpolates towards an inf (censored) replicate.
-            ci_low, ci_high = (
-                float(v) for v in np.quantile(replicates, [alpha, 1 - alpha], method="inverted_cdf")
-            )
+        ci_low, ci_high = _bootstrap_ci(
+            flat, steps, method, threshold_value, n_bootstrap=n_bootstrap, seed=seed, ci=ci
+        )
 
     return EmergenceEstimate(
         step=float(outcome.step),
-        tokens=tokens_at(outcome.step),
+        tokens=_tokens_at(outcome.step, known_steps, known_tokens),
         ci_low=ci_low,
         ci_high=ci_high,
         censored=outcome.status == "censored",
@@ -529,160 +532,3 @@ def estimate_emergence(
         status=outcome.status,
         reason=outcome.reason,
     )
-
-
-# --------------------------------------------------------------------------------------------
-# Table over runs
-# --------------------------------------------------------------------------------------------
-def _run_tokens(run_name: str, scores: dict[str, np.ndarray]) -> np.ndarray:
-    for key in ("tokens", "tokens_seen"):
-        if key in scores:
-            return np.asarray(scores[key], dtype=float)
-    raise ValueError(f"score_samples[{run_name!r}]: missing 'tokens' (tokens seen per step)")
-
-
-def detect_emergence_table(
-    score_samples: dict[str, dict[str, np.ndarray]],
-    sweep_manifest: pd.DataFrame | None,
-    specs: list[dict[str, Any]],
-) -> pd.DataFrame:
-    """Emergence estimates for every run and every detection spec, joined to covariates.
-
-    Args:
-        score_samples: ``{run_name: {"steps": (K,), "tokens": (K,), <metric>: (K, n, ...)}}``
-            as scored by telemetry (``tokens_seen`` is accepted for ``tokens``).
-        sweep_manifest: one row per run (``run_name`` plus covariates); may be None or empty.
-        specs: detection specs, e.g. ``{"metric": "prefix_matching", "method": "threshold",
-            "threshold": 0.4, "min_layer": 1, "n_bootstrap": 200, "seed": 0, "ci": 0.95}``.
-
-    Returns:
-        One row per (run, spec) with columns :data:`EMERGENCE_COLUMNS` (``run_name, metric,
-        method, step, tokens, ci_low, ci_high, censored, status, reason, threshold, last_step,
-        min_layer, probe_length``; steps / tokens; ``probe_length`` from the scores, NaN if absent; ``threshold`` NaN when the method has none) and the
-        manifest covariates of :data:`COVARIATE_COLUMNS` that exist. Every run is kept, with its
-        ``status`` (:data:`STATUSES`). A run lacking a spec's metric is skipped with a warning.
-
-    Raises:
-        ValueError: a spec's ``min_layer`` at or beyond a head-level metric's layers (named
-            ``telemetry.emergence.metrics[i].min_layer``).
-    """
-    if not specs:
-        raise ValueError("specs: at least one emergence detection spec is required")
-    rows: list[dict[str, Any]] = []
-    for run_name in sorted(score_samples):
-        scores = score_samples[run_name]
-        if "steps" not in scores:
-            raise ValueError(f"score_samples[{run_name!r}]: missing 'steps'")
-        steps = np.asarray(scores["steps"], dtype=float)
-        tokens = _run_tokens(run_name, scores)
-        for index, spec in enumerate(specs):
-            if "metric" not in spec:
-                raise ValueError(f"specs: every spec needs a 'metric', got {spec}")
-            metric = spec["metric"]
-            if metric not in scores:
-                logger.warning("run %s has no %r samples: skipped for this spec", run_name, metric)
-                continue
-            min_layer = int(spec.get("min_layer", 0))
-            check_min_layer(
-                min_layer, np.shape(scores[metric]), f"telemetry.emergence.metrics[{index}]"
-            )
-            estimate = estimate_emergence(
-                steps,
-                tokens,
-                scores[metric],
-                method=spec.get("method", "threshold"),
-                threshold=spec.get("threshold"),
-                n_bootstrap=int(spec.get("n_bootstrap", 200)),
-                seed=int(spec.get("seed", 0)),
-                ci=float(spec.get("ci", 0.95)),
-                min_layer=min_layer,
-            )
-            if estimate.status != "emerged":
-                logger.info(
-                    "run %s, %s/%s: %s (%s)",
-                    run_name,
-                    metric,
-                    estimate.method,
-                    estimate.status,
-                    estimate.reason,
-                )
-            rows.append(
-                {
-                    "run_name": run_name,
-                    "metric": metric,
-                    "method": estimate.method,
-                    "step": estimate.step,
-                    "tokens": estimate.tokens,
-                    "ci_low": estimate.ci_low,
-                    "ci_high": estimate.ci_high,
-                    "censored": estimate.censored,
-                    "status": estimate.status,
-                    "reason": estimate.reason,
-                    "threshold": math.nan if estimate.threshold is None else estimate.threshold,
-                    "last_step": estimate.last_step,
-                    "min_layer": min_layer,
-                    "probe_length": float(scores.get("probe_length", math.nan)),
-                }
-            )
-    table = pd.DataFrame(rows, columns=EMERGENCE_COLUMNS)
-    table = table.astype(
-        {
-            "step": float,
-            "tokens": float,
-            "ci_low": float,
-            "ci_high": float,
-            "censored": bool,
-            "status": str,
-            "reason": str,
-            "threshold": float,
-            "last_step": float,
-            "min_layer": int,
-            "probe_length": float,
-        }
-    )
-    if len(table):
-        counts = table.groupby(["metric", "method"])["status"].value_counts().to_dict()
-        logger.info("emergence status counts (metric, method, status): %s", counts)
-    if sweep_manifest is not None and len(sweep_manifest) and "run_name" in sweep_manifest:
-        covariates = [c for c in COVARIATE_COLUMNS if c in sweep_manifest.columns]
-        manifest = sweep_manifest[["run_name", *covariates]].drop_duplicates("run_name")
-        table = table.merge(manifest, on="run_name", how="left", validate="many_to_one")
-    return table.reset_index(drop=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Design checks before training
-# --------------------------------------------------------------------------------------------
-MODEL_LEVEL_METRICS = frozenset({"associative_recall", "repeated_loss_drop"})
-"""Metrics scored per model, not per head: ``min_layer`` does not apply to them."""
-
-
-def validate_min_layers(
-    n_layers: int,
-    telemetry: Mapping[str, Any] | None,
-    statistics: Mapping[str, Any] | None = None,
-    where: str = "",
-) -> None:
-    """Raise naming the parameter when a ``min_layer`` leaves no layer of an ``n_layers`` model.
-
-    Checked before any training (the project's hook runs it for every experiment in the
-    pipeline): ``telemetry.min_layer``, every head-level ``telemetry.emergence.metrics[i]
-    .min_layer`` and ``statistics.trajectory_min_layer``. ``where`` prefixes the parameter names
-    (e.g. ``law_fit.``).
-    """
-    checks: list[tuple[str, Any]] = []
-    telemetry = telemetry or {}
-    if "min_layer" in telemetry:
-        checks.append(("telemetry.min_layer", telemetry["min_layer"]))
-    metrics = (telemetry.get("emergence") or {}).get("metrics") or []
-    for index, spec in enumerate(metrics):
-        if spec.get("metric") not in MODEL_LEVEL_METRICS and "min_layer" in spec:
-            checks.append((f"telemetry.emergence.metrics[{index}].min_layer", spec["min_layer"]))
-    if statistics and "trajectory_min_layer" in statistics:
-        checks.append(("statistics.trajectory_min_layer", statistics["trajectory_min_layer"]))
-    for name, value in checks:
-        if not isinstance(value, int | np.integer) or not 0 <= int(value) < n_layers:
-            raise ValueError(
-                f"{where}{name}: {value!r} is not a layer of the model (it has {n_layers} "
-                f"layers: use 0..{n_layers - 1})"
-            )

@@ -45,12 +45,12 @@ the ICL score (loss at a late token minus loss at an early token, Olsson et al.:
 ``C = 32``), loss by position and the validation loss. Its CI needs many sequences: the
 per-sequence sd is ~2.6 nats at C = 32, so the default scores 128 held-out sequences.
 
-Per-head values are means over probe samples; ``sd`` is the sd across probe samples.
+Per-head values are means over probe samples; ``sd`` is the sd across probe samples (the
+tidy rows of one checkpoint: :mod:`ih_kedro.science.telemetry.checkpoint_scores`).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -69,9 +69,6 @@ from ih_kedro.science.telemetry.instrumentation import (
     output_projection_weights,
     value_weights,
 )
-from ih_kedro.science.telemetry.probes import ProbeSet
-
-logger = logging.getLogger(__name__)
 
 PATTERN_METRICS = (
     "prefix_matching",
@@ -462,128 +459,3 @@ def top_heads(scores: torch.Tensor, fraction: float = 0.02, per_layer: bool = Fa
     k = max(1, math.ceil(fraction * scores.numel()))
     flat = scores.flatten().topk(k).indices
     return [(int(i) // n_heads, int(i) % n_heads) for i in flat]
-
-
-def _loss_positions(context_length: int, n_points: int = 16) -> list[int]:
-    grid = np.unique(np.geomspace(1, context_length, n_points).round().astype(int)) - 1
-    return [int(p) for p in grid]
-
-
-def _mean_sd(values: torch.Tensor) -> tuple[float, float]:
-    arr = values.double().numpy()
-    arr = arr[np.isfinite(arr)]
-    if arr.size == 0:
-        return float("nan"), float("nan")
-    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
-
-
-def score_checkpoint(
-    model: nn.Module,
-    probe_set: ProbeSet,
-    validation_sequences: np.ndarray | None,
-    *,
-    batch_size: int = 32,
-    top_fraction: float = 0.02,
-    min_layer: int = 1,
-    run_name: str = "",
-    step: int = 0,
-    tokens_seen: float = float("nan"),
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, np.ndarray]]:
-    """Score every head and the model at one checkpoint.
-
-    Args:
-        probe_set: repeated probes (and optional Bi-Induct variants); ``L = probe_set.length``.
-        validation_sequences: ``(n, C + 1)`` held-out natural text for the ICL score, loss by
-            position and validation loss; None skips them.
-        top_fraction: the top share of heads for the concentration metrics (2%).
-        min_layer: ``prefix_matching_max`` is the best head over layers ``>= min_layer``
-            (layer 0 cannot be an induction head; falls back to all layers for 1-layer models).
-
-    Returns:
-        ``head_rows`` (``run_name, step, tokens_seen, layer, head, metric, value, sd,
-        probe_source``), ``model_rows`` (same without layer/head) and per-sample arrays
-        ``{"prefix_matching": (n, layers, heads), "prefix_matching_by_parity": (n, layers,
-        2 heads)`` (even-query then odd-query scores of every head), ``"associative_recall": (n,),
-        "repeated_loss_drop": (n,)}``.
-    """
-    base = {"run_name": run_name, "step": int(step), "tokens_seen": float(tokens_seen)}
-    source = probe_set.source
-    scores = repeated_probe_scores(model, probe_set.tokens, batch_size)
-    for variant, tokens in probe_set.variants.items():
-        variant_scores = head_pattern_scores(model, tokens, batch_size, repeated=False)
-        for metric in ("induction", "anti_induction"):
-            scores[f"{metric}_{variant}"] = variant_scores[metric]
-
-    head_rows: list[dict[str, Any]] = []
-    model_rows: list[dict[str, Any]] = []
-    head_metric_means: dict[str, torch.Tensor] = {}
-    for metric, values in scores.items():
-        if values.dim() != 3:
-            continue
-        head_metric_means[metric] = torch.nanmean(values.float(), dim=0)  # (layers, heads)
-        n_layers, n_heads = values.shape[1:]
-        for layer in range(n_layers):
-            for head in range(n_heads):
-                value, sd = _mean_sd(values[:, layer, head])
-                head_rows.append(
-                    {**base, "layer": layer, "head": head, "metric": metric, "value": value,
-                     "sd": sd, "probe_source": source}
-                )  # fmt: skip
-
-    # Olsson et al.'s copying score: a property of the weights, one value per head (no sd).
-    copying = ov_copying_scores(model)  # (layers, heads)
-    for layer in range(copying.shape[0]):
-        for head in range(copying.shape[1]):
-            head_rows.append(
-                {**base, "layer": layer, "head": head, "metric": "copying",
-                 "value": float(copying[layer, head]), "sd": float("nan"),
-                 "probe_source": "weights"}
-            )  # fmt: skip
-
-    def add_model(metric: str, values: torch.Tensor | float, probe_source: str) -> None:
-        if isinstance(values, torch.Tensor):
-            value, sd = _mean_sd(values.flatten())
-        else:
-            value, sd = float(values), float("nan")
-        model_rows.append(
-            {**base, "metric": metric, "value": value, "sd": sd, "probe_source": probe_source}
-        )
-
-    for metric in ("associative_recall", "associative_recall_mean_rank", "repeated_loss_drop"):
-        add_model(metric, scores[metric], source)
-    ps = scores["prefix_matching"]  # (n, layers, heads)
-    add_model("prefix_matching_max", best_head_samples(ps, min_layer), source)
-    induction = head_metric_means["induction"]
-    share_name = f"induction_top{top_fraction * 100:g}pct_share"
-    add_model(share_name, top_fraction_share(induction, top_fraction), source)
-    for layer in range(induction.shape[0]):
-        share = top_fraction_share(induction[layer], top_fraction)
-        add_model(f"{share_name}_layer{layer}", share, source)
-
-    if validation_sequences is not None and len(validation_sequences):
-        vocab = model.get_output_embeddings().weight.shape[0]
-        if int(np.asarray(validation_sequences).max()) >= vocab:
-            logger.warning("validation tokens exceed the model's vocabulary: ICL metrics skipped")
-        else:
-            losses = loss_by_position(
-                model, validation_sequences, batch_size=max(1, batch_size // 4)
-            )
-            if losses.shape[1] >= ICL_MIN_CONTEXT:
-                add_model("icl_score", icl_score(losses), "validation")
-            else:  # too short a context for early vs late tokens to mean in-context learning
-                add_model("icl_score", float("nan"), "not_applicable")
-            add_model("validation_loss", losses.mean(1), "validation")
-            for pos in _loss_positions(losses.shape[1]):
-                add_model(f"loss_pos_{pos + 1:05d}", losses[:, pos], "validation")
-
-    # Heads x parities as one axis, (n, layers, 2 heads): the best (head, parity) is a
-    # position-robust prefix-matching score for emergence detection ("prefix_matching_by_parity").
-    by_parity = torch.cat([scores["prefix_matching_even"], scores["prefix_matching_odd"]], dim=-1)
-    add_model("prefix_matching_by_parity_max", best_head_samples(by_parity, min_layer), source)
-    samples = {
-        "prefix_matching": ps.numpy().astype(np.float32),
-        "prefix_matching_by_parity": by_parity.numpy().astype(np.float32),
-        "associative_recall": scores["associative_recall"].numpy().astype(np.float32),
-        "repeated_loss_drop": scores["repeated_loss_drop"].numpy().astype(np.float32),
-    }
-    return head_rows, model_rows, samples

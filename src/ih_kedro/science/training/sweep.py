@@ -14,7 +14,8 @@ change what it produces:
 - ``kind="sequential"``: the same runs one after another in this process (for debugging).
 - ``ranks_per_run=N > 1``: each run is one DeepSpeed job of N ranks started with the
   ``deepspeed`` launcher (by the Ray task on its node, or by this process), ``hostfile`` for a
-  job across nodes. Only rank 0 logs to MLflow and writes HF folders and the summary.
+  job across nodes (:mod:`ih_kedro.science.training.launcher`). Only rank 0 logs to MLflow and
+  writes HF folders and the summary.
 
 Faults: a run that raises, or whose worker dies (``kill -9``, out of memory), is reported with
 its name and reason after the other runs have finished (their results stay in the checkpoint
@@ -28,16 +29,11 @@ client that retries on a locked SQLite store (:mod:`ih_kedro.science.training.tr
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
-import pickle
-import shutil
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -45,24 +41,25 @@ import numpy as np
 import torch
 
 from ih_kedro.science.data.packed import PackedTokens
-from ih_kedro.science.training.run import (
-    MANIFEST_COLUMNS,
-    CheckpointStore,
-    Evaluator,
-    TrainingRunConfig,
-    train_run,
+from ih_kedro.science.training.checkpoints import CheckpointStore
+from ih_kedro.science.training.config import TrainingRunConfig
+from ih_kedro.science.training.launcher import run_rank_job
+from ih_kedro.science.training.run import train_run
+from ih_kedro.science.training.tasks import (
+    RENDEZVOUS_VARIABLES,
+    EvaluatorFactory,
+    ProgressBoard,
+    RunTask,
+    TokenSource,
+    TrackingSpec,
+    manifest_row,
+    report_progress,
+    step_reporter,
 )
 
 logger = logging.getLogger(__name__)
 
 EXECUTOR_KINDS = ("ray", "sequential")
-RENDEZVOUS_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-PROGRESS_FILE = "progress.json"
-JOB_LOG = "deepspeed_job.log"
-
-EvaluatorFactory = Callable[[PackedTokens, int], Evaluator]
-"""``factory(packed, context_length) -> evaluate``; must pickle (a module-level function or a
-``functools.partial`` of one) to reach Ray workers."""
 
 
 class SweepFailedError(RuntimeError):
@@ -160,135 +157,12 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-@dataclass(frozen=True)
-class TrackingSpec:
-    """Where a run logs: the MLflow store (absolute URI) and the parent run's id."""
-
-    tracking_uri: str
-    parent_run_id: str | None = None
-
-
-@dataclass
-class TokenSource:
-    """A picklable handle on the packed corpus: its memmap file, or (tests) the array itself."""
-
-    vocab_size: int
-    eos_token_id: int
-    checksum: str = ""
-    meta: dict[str, Any] = field(default_factory=dict)
-    path: str | None = None
-    dtype: str = "uint16"
-    n_tokens: int = 0
-    array: Any = None  # in-memory tokens, or a Ray ObjectRef to them
-
-    @classmethod
-    def of(cls, packed: PackedTokens) -> TokenSource:
-        tokens = packed.tokens
-        source = cls(packed.vocab_size, packed.eos_token_id, packed.checksum, dict(packed.meta))
-        source.dtype = np.dtype(tokens.dtype).str
-        source.n_tokens = len(packed)
-        filename = getattr(tokens, "filename", None)
-        whole_file = (
-            isinstance(tokens, np.memmap)
-            and filename is not None
-            and tokens.offset == 0
-            and os.path.getsize(filename) == tokens.nbytes
-        )
-        if whole_file:
-            source.path = str(Path(filename).resolve())
-        else:
-            source.array = np.asarray(tokens)
-        return source
-
-    def to_file(self, folder: Path) -> TokenSource:
-        """The same source backed by a file in ``folder`` (for a multi-process job)."""
-        if self.path is not None:
-            return self
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"tokens-{self.n_tokens}-{self.checksum or 'mem'}.bin"
-        np.asarray(self._array(), dtype=np.dtype(self.dtype)).tofile(path)
-        out = TokenSource(self.vocab_size, self.eos_token_id, self.checksum, dict(self.meta))
-        out.path, out.dtype, out.n_tokens = str(path), self.dtype, self.n_tokens
-        return out
-
-    def _array(self) -> Any:
-        """The in-memory tokens, fetched from Ray's object store when they travelled by reference
-        (a Ray task's multi-rank job writes them to a file for its ranks)."""
-        if type(self.array).__name__ == "ObjectRef":
-            import ray
-
-            return ray.get(self.array)
-        return self.array
-
-    def open(self) -> PackedTokens:
-        if self.path is not None:
-            tokens = np.memmap(self.path, dtype=np.dtype(self.dtype), mode="r")
-            tokens = tokens[: self.n_tokens]  # (n_tokens,)
-        else:
-            tokens = self._array()
-        return PackedTokens(tokens, self.vocab_size, self.eos_token_id, self.checksum, self.meta)
-
-
-@dataclass
-class RunTask:
-    """Everything one run needs, picklable (what a Ray task or a rank job receives)."""
-
-    config: TrainingRunConfig
-    tokens: TokenSource
-    store_root: str
-    tracking: TrackingSpec | None
-    evaluator_factory: EvaluatorFactory | None
-    threads: int = 1
-    ranks: int = 1
-    hostfile: str | None = None
-    workdir: str | None = None
-
-
-class ProgressBoard:
-    """Per-run step progress, written by the runs and read by the sweep (a Ray actor there)."""
-
-    def __init__(self) -> None:
-        self.steps: dict[str, tuple[int, int]] = {}
-
-    def update(self, name: str, step: int, total: int) -> None:
-        self.steps[name] = (int(step), int(total))
-
-    def snapshot(self) -> dict[str, tuple[int, int]]:
-        return dict(self.steps)
-
-
-def _report(board: Any, name: str, step: int, total: int) -> None:
-    if board is None:
-        return
-    update = board.update
-    if hasattr(update, "remote"):
-        update.remote(name, step, total)
-    else:
-        update(name, step, total)
-
-
-def _step_reporter(board: Any, name: str, total: int, every: float = 1.0) -> Callable[[int], None]:
-    last = [0.0]
-
-    def hook(step: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= every or step >= total:
-            last[0] = now
-            _report(board, name, step, total)
-
-    return hook
-
-
-def manifest_row(summary: Mapping[str, Any]) -> dict[str, Any]:
-    return {column: summary.get(column) for column in MANIFEST_COLUMNS}
-
-
 def execute_run(task: RunTask, board: Any = None) -> dict[str, Any]:
     """Train one run in this process (or as a DeepSpeed job of ``task.ranks`` ranks) and
     return its manifest row."""
     config = task.config
     total = config.total_steps
-    _report(board, config.run_name, 0, total)
+    report_progress(board, config.run_name, 0, total)
     if task.ranks > 1:
         return run_rank_job(task, board)
     packed = task.tokens.open()
@@ -312,135 +186,11 @@ def execute_run(task: RunTask, board: Any = None) -> dict[str, Any]:
             store,
             tracker,
             evaluate,
-            step_hook=_step_reporter(board, config.run_name, total),
+            step_hook=step_reporter(board, config.run_name, total),
         )
     finally:
         torch.set_num_threads(threads)
     return manifest_row(summary)
-
-
-# ---------------------------------------------------------------------------------------------
-# Multi-rank runs: one DeepSpeed job per run.
-
-
-def launcher_command(
-    spec_path: Path, ranks: int, port: int, hostfile: str | None, gpu_ids: Sequence[int] = ()
-) -> list[str]:
-    """The ``deepspeed`` command that runs one training run as a job of ``ranks`` ranks.
-
-    One machine: ``--num_gpus N`` (CPU ranks on a machine without GPUs, DS_ACCELERATOR=cpu),
-    or ``--include localhost:<ids>`` for the GPUs a Ray task holds. Several machines: the
-    ``hostfile`` names them and their slots (passwordless ssh, as DeepSpeed's launcher needs).
-    """
-    launcher = shutil.which("deepspeed", path=str(Path(sys.executable).parent)) or "deepspeed"
-    command = [launcher, "--master_port", str(port)]
-    if hostfile:
-        command += ["--hostfile", hostfile]
-    elif gpu_ids:
-        command += ["--include", "localhost:" + ",".join(str(i) for i in gpu_ids)]
-    else:
-        command += ["--num_gpus", str(ranks)]
-    return [
-        *command,
-        "--no_local_rank",
-        "--module",
-        "ih_kedro.science.training.sweep",
-        str(spec_path),
-    ]
-
-
-def run_rank_job(task: RunTask, board: Any = None, poll_seconds: float = 1.0) -> dict[str, Any]:
-    """Start the run's DeepSpeed job, relay rank 0's progress, return its manifest row."""
-    from ih_kedro.science.training.run import _free_port
-
-    config = task.config
-    store = CheckpointStore(task.store_root)
-    finished = store.read_summary(config.run_name)
-    if finished is not None:
-        return manifest_row({**finished, "stop_reason": "already_complete"})
-    run_dir = store.run_dir(config.run_name)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    job_task = RunTask(**{**task.__dict__, "tokens": task.tokens.to_file(run_dir)})
-    spec_path = run_dir / "rank_job.pkl"
-    spec_path.write_bytes(pickle.dumps(job_task))
-    (run_dir / PROGRESS_FILE).unlink(missing_ok=True)
-    gpu_ids: list[int] = []
-    if torch.cuda.is_available() and not task.hostfile:
-        with contextlib.suppress(Exception):
-            import ray
-
-            if ray.is_initialized():
-                gpu_ids = [int(i) for i in ray.get_gpu_ids()]
-    command = launcher_command(spec_path, task.ranks, _free_port(), task.hostfile, gpu_ids)
-    env = {k: v for k, v in os.environ.items() if k not in RENDEZVOUS_VARIABLES}
-    if gpu_ids:
-        env.pop("CUDA_VISIBLE_DEVICES", None)  # the launcher sets it from --include
-    if not torch.cuda.is_available():
-        env.setdefault("DS_ACCELERATOR", "cpu")
-    src = str(Path(__file__).resolve().parents[3])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-    env["OMP_NUM_THREADS"] = str(task.threads)
-    log_path = run_dir / JOB_LOG
-    logger.info("%s: deepspeed job of %d ranks: %s", config.run_name, task.ranks, command)
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            while process.poll() is None:
-                time.sleep(poll_seconds)
-                progress = _read_progress(run_dir)
-                if progress is not None:
-                    _report(board, config.run_name, *progress)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    summary = store.read_summary(config.run_name)
-    if process.returncode != 0 or summary is None:
-        tail = log_path.read_text(errors="replace")[-2000:]
-        raise RuntimeError(
-            f"the deepspeed job of {task.ranks} ranks exited with code {process.returncode} "
-            f"(log: {log_path}); last output:\n{tail}"
-        )
-    return manifest_row(summary)
-
-
-def _read_progress(run_dir: Path) -> tuple[int, int] | None:
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        data = json.loads((run_dir / PROGRESS_FILE).read_text())
-        return int(data["step"]), int(data["total"])
-    return None
-
-
-def rank_main(spec_path: str) -> None:
-    """Entry point of one rank of a run's DeepSpeed job (``python -m ih_kedro.science.training.sweep``)."""
-    from ih_kedro.science.training.run import init_distributed
-
-    task: RunTask = pickle.loads(Path(spec_path).read_bytes())
-    torch.set_num_threads(task.threads)
-    rank, _ = init_distributed()
-    config = task.config
-    store = CheckpointStore(task.store_root)
-    run_dir = store.run_dir(config.run_name)
-    total = config.total_steps
-
-    def hook(step: int) -> None:
-        if rank == 0 and (step % max(1, config.log_every) == 0 or step >= total):
-            tmp = run_dir / (PROGRESS_FILE + ".tmp")
-            tmp.write_text(json.dumps({"step": step, "total": total}))
-            os.replace(tmp, run_dir / PROGRESS_FILE)
-
-    packed = task.tokens.open()
-    tracker = None
-    if task.tracking is not None and rank == 0:
-        from ih_kedro.science.training.tracking import MlflowTracker
-
-        tracker = MlflowTracker(
-            task.tracking.tracking_uri, parent_run_id=task.tracking.parent_run_id
-        )
-    evaluate = None
-    if task.evaluator_factory is not None:
-        evaluate = task.evaluator_factory(packed, config.context_length)
-    train_run(config, packed, store, tracker, evaluate, step_hook=hook)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -761,10 +511,3 @@ def _run_on_ray(
             for ref in pending:
                 ray.cancel(ref, force=True)
     return results, failures
-
-
-if __name__ == "__main__":  # one rank of a multi-rank run (see run_rank_job)
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m ih_kedro.science.training.sweep <rank_job.pkl>")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    rank_main(sys.argv[1])

@@ -11,13 +11,9 @@ import pytest
 import zstandard
 
 from ih_kedro.science.data.corpus import iter_pile_documents
-from ih_kedro.science.data.sharded.dedup import (
-    ExecutorSettings,
-    _executor,
-    lsh_bands,
-    plan_blocks,
-    sharded_deduplicate,
-)
+from ih_kedro.science.data.sharded.dedup import lsh_bands, sharded_deduplicate
+from ih_kedro.science.data.sharded.executor import ExecutorSettings
+from tests.science.data.sharded.word_texts import random_text
 
 N_BASE, N_EXACT, N_NEAR = 300, 20, 30
 
@@ -148,7 +144,7 @@ def test_exact_only_and_split(planted, tmp_path: Path) -> None:
     )
     assert rep["exact_duplicates"]["documents_removed"] == N_EXACT
     assert rep["near_duplicates"]["documents_removed"] == 0
-    from ih_kedro.science.data.corpus import is_held_out
+    from ih_kedro.science.data.split import is_held_out
 
     docs = list(iter_pile_documents(paths))
     n_val = sum(1 for d in docs if keep[d.ordinal] and is_held_out(d.text, 0.25))
@@ -181,88 +177,6 @@ def test_lsh_bands_match_datasketch() -> None:
         lsh_bands(1.2, 128)
 
 
-def test_plan_blocks_are_contiguous_and_balanced(tmp_path: Path) -> None:
-    paths = []
-    for i, size in enumerate([100, 100, 100, 100, 400]):
-        p = tmp_path / f"s{i}.jsonl"
-        p.write_bytes(b"x" * size)
-        paths.append(p)
-    assert plan_blocks(paths, 2) == [(0, 4), (4, 5)]
-    assert plan_blocks(paths, 1) == [(0, 5)]
-    blocks = plan_blocks(paths, 8)
-    assert blocks[0][0] == 0 and blocks[-1][1] == 5
-    assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:], strict=False))
-
-
-def test_executor_settings(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="executor.kind"):
-        ExecutorSettings.from_params({"kind": "spark"})
-    with pytest.raises(ValueError, match="executor: unknown keys"):
-        ExecutorSettings.from_params({"kind": "local", "task": 3})
-    with pytest.raises(ValueError, match=r"slurm executor needs \['partition', 'time'\]"):
-        ExecutorSettings.from_params({"kind": "slurm"})
-    with pytest.raises(ValueError, match="executor.tasks"):
-        ExecutorSettings.from_params({"tasks": 0})
-    slurm = ExecutorSettings.from_params(
-        {"kind": "slurm", "tasks": 512, "options": {"partition": "cpu", "time": "04:00:00"}}
-    )
-    executor = _executor(slurm, [], 512, tmp_path / "logs", "signatures")
-    assert type(executor).__name__ == "SlurmPipelineExecutor"
-    assert executor.tasks == 512 and executor.partition == "cpu" and executor.time == "04:00:00"
-    # A per-kind section overrides the top level for that kind (conf/paper's layout).
-    params = {
-        "kind": "slurm",
-        "tasks": None,
-        "options": {},
-        "slurm": {"tasks": 2048, "workers": 512, "options": {"partition": "p", "time": "1:00"}},
-        "ray": {"tasks": 64},
-    }
-    chosen = ExecutorSettings.from_params(params)
-    assert (chosen.kind, chosen.tasks, chosen.workers) == ("slurm", 2048, 512)
-    assert chosen.options == {"partition": "p", "time": "1:00"}
-    local_params = ExecutorSettings.from_params({**params, "kind": "local"})
-    assert (local_params.tasks, local_params.workers, local_params.options) == (None, None, {})
-    with pytest.raises(ValueError, match=r"executor.slurm: unknown keys \['partition'\]"):
-        ExecutorSettings.from_params({"kind": "slurm", "slurm": {"partition": "p"}})
-    local = _executor(ExecutorSettings(tasks=4, workers=1), [], 4, tmp_path / "l", "x")
-    assert type(local).__name__ == "LocalPipelineExecutor" and local.workers == 1
-
-
-WORDS = (
-    "river stone light garden window harbor silver market winter engine paper forest "
-    "candle bridge mirror village thunder basket orchard lantern meadow copper falcon "
-    "signal ladder marble canyon velvet compass glacier tunnel shadow beacon harvest"
-).split()
-
-
-def random_text(rng: random.Random, n_words: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(n_words))
-
-
-def test_signatures_estimate_jaccard() -> None:
-    from datatrove.utils.hashing import HashConfig
-
-    from ih_kedro.science.data.corpus import shingles
-    from ih_kedro.science.data.sharded.dedup import MinhashConfig, MinhashSignatures
-
-    rng = random.Random(0)
-    a = random_text(rng, 400)
-    words = a.split()
-    for i in range(0, 400, 40):  # 10 substitutions -> ~45 of 396 shingles change
-        words[i] = "zebra"
-    b = " ".join(words)
-    sa, sb = shingles(a), shingles(b)
-    true = len(sa & sb) / len(sa | sb)
-    config = MinhashConfig(5, 18, 7, 1, hash_config=HashConfig(precision=32, hash_fc="sha1"))
-    step = MinhashSignatures("unused", config, shingle_size=5)
-    sig_a = np.asarray(step.get_signature(step.get_shingles(a)))  # (18, 7)
-    sig_b = np.asarray(step.get_signature(step.get_shingles(b)))
-    assert sig_a.shape == (18, 7)
-    assert 0.6 < true < 0.9
-    assert float(np.mean(sig_a == sig_b)) == pytest.approx(true, abs=0.12)
-    assert np.array_equal(sig_a, np.asarray(step.get_signature(step.get_shingles(a.upper()))))
-
-
 def test_planted_copies_among_distinct_documents(tmp_path: Path) -> None:
     rng = random.Random(1)
     base = [random_text(rng, 150) for _ in range(30)]
@@ -291,48 +205,3 @@ def test_planted_copies_among_distinct_documents(tmp_path: Path) -> None:
     }
     assert report["parameters"]["seed"] == 1
     assert report["engine"]["lsh_bands"] == 18 and report["engine"]["lsh_rows"] == 7
-
-
-def test_clustering_verifies_candidates_and_keeps_the_lowest(tmp_path: Path) -> None:
-    """Stage 3 alone: a candidate pair joins only when >= threshold of its signature values
-    agree; the lowest (task, index) is kept; exact copies link but are not near removals."""
-    from datatrove.utils.hashing import HashConfig
-
-    from ih_kedro.science.data.sharded.dedup import MinhashConfig, VerifiedMinhashCluster
-
-    config = MinhashConfig(5, 2, 5, 1, hash_config=HashConfig(precision=32, hash_fc="sha1"))
-    rng = np.random.default_rng(0)
-    base = rng.integers(0, 2**32, size=10, dtype=np.uint32)
-
-    def similar(n_equal: int) -> np.ndarray:
-        other = base.copy()
-        other[n_equal:] ^= 1
-        return other
-
-    # task 0: doc 0 = base, doc 1 = 60% equal, doc 2 = exact copy of base (removed by exact)
-    # task 1: doc 0 = 90% equal (chained to task 0 only through the exact copy), doc 1 = 80%
-    (tmp_path / "sigs" / "full").mkdir(parents=True)
-    np.stack([base, similar(6), base]).tofile(tmp_path / "sigs" / "full" / "00000.sig")
-    np.stack([similar(9), similar(8)]).tofile(tmp_path / "sigs" / "full" / "00001.sig")
-    (tmp_path / "exact" / "0000").mkdir(parents=True)
-    np.array([2], dtype="<u4").tofile(tmp_path / "exact" / "0000" / "00000.c4_dup")
-    (tmp_path / "buckets").mkdir()
-    pairs = [(0, 0, 0, 1), (0, 0, 0, 2), (0, 2, 1, 0), (1, 0, 1, 1)]  # (task, doc, task, doc)
-    np.array(pairs, dtype="<u4").tofile(tmp_path / "buckets" / "00000_00.dups")
-    np.zeros((0, 4), dtype="<u4").tofile(tmp_path / "buckets" / "00001_00.dups")
-    step = VerifiedMinhashCluster(
-        str(tmp_path / "buckets"),
-        str(tmp_path / "sigs"),
-        str(tmp_path / "exact"),
-        str(tmp_path / "remove"),
-        config,
-        threshold=0.7,
-        n_tasks=2,
-    )
-    step.run()
-    remove0 = np.fromfile(tmp_path / "remove" / "000000.remove", dtype="<u4").tolist()
-    remove1 = np.fromfile(tmp_path / "remove" / "000001.remove", dtype="<u4").tolist()
-    assert remove0 == [2]  # the exact copy; doc 1 (60% equal) stays: not verified
-    assert remove1 == [0, 1]  # joined to task 0's doc 0 through the exact copy
-    clusters = np.fromfile(tmp_path / "remove" / "clusters.bin", dtype="<u4").reshape(-1, 4)
-    assert clusters.tolist() == [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0]]

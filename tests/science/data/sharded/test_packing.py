@@ -10,20 +10,16 @@ import numpy as np
 import pytest
 
 from ih_kedro.science.data.batches import sample_batch
-from ih_kedro.science.data.corpus import (
-    DocumentSelection,
-    DocumentStream,
-    is_held_out,
-    kjv_documents,
-    write_pile_shards,
-)
+from ih_kedro.science.data.corpus import DocumentSelection, DocumentStream, write_pile_shards
+from ih_kedro.science.data.embedded_corpus import kjv_documents
 from ih_kedro.science.data.packed import PackedTokens, ShardedTokenArray
-from ih_kedro.science.data.sharded.dedup import ExecutorSettings
+from ih_kedro.science.data.sharded.executor import ExecutorSettings
 from ih_kedro.science.data.sharded.packing import (
     ShardedPacking,
     concatenated_sha256,
     write_sharded_tokens,
 )
+from ih_kedro.science.data.split import is_held_out
 from ih_kedro.science.data.tokenization import (
     ChecksumError,
     TokenChunks,

@@ -16,7 +16,7 @@ from ih_kedro.science.data.variants.markov import (
     state_token_ids,
 )
 from ih_kedro.science.data.variants.markov_process import MarkovSpec, design_process
-from ih_kedro.science.data.variants.semi_natural import measure_repetition
+from ih_kedro.science.data.variants.repetition_stats import measure_repetition
 
 FRONTIER = pd.DataFrame(
     {

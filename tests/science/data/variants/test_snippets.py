@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ih_kedro.science.data.batches import DATA_VARIANTS, sample_batch
+from ih_kedro.science.data.batches import sample_batch
+from ih_kedro.science.data.variants.registry import DATA_VARIANTS
 from ih_kedro.science.data.variants.snippets import (
     VARIANT,
     average_mix_ratio,
@@ -14,7 +15,7 @@ from ih_kedro.science.data.variants.snippets import (
     mix_ratio,
     snippet_count,
 )
-from ih_kedro.science.training.run import TrainingRunConfig, validate_run_config
+from ih_kedro.science.training.config import TrainingRunConfig, validate_run_config
 
 SEP = 1
 
@@ -155,7 +156,8 @@ def test_validate_run_config_runs_the_snippet_check_with_total_steps() -> None:
 
 
 def test_training_with_snippets_resumes_exactly_and_logs_snippet_tokens(tmp_path) -> None:
-    from ih_kedro.science.training.run import CheckpointStore, train_run
+    from ih_kedro.science.training.checkpoints import CheckpointStore
+    from ih_kedro.science.training.run import train_run
     from tests.science.training.test_run import (
         RecordingTracker,
         assert_same_state,

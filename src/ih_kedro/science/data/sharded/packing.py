@@ -30,9 +30,15 @@ import numpy as np
 from datatrove.pipeline.base import PipelineStep
 from tokenizers import Tokenizer
 
-from ih_kedro.science.data.corpus import is_held_out, iter_pile_documents
+from ih_kedro.science.data.corpus import iter_pile_documents
 from ih_kedro.science.data.packed import PackedTokens
-from ih_kedro.science.data.sharded.dedup import ExecutorSettings, _executor, _run_stage, plan_blocks
+from ih_kedro.science.data.sharded.executor import (
+    ExecutorSettings,
+    plan_blocks,
+    run_stage,
+    stage_executor,
+)
+from ih_kedro.science.data.split import is_held_out
 from ih_kedro.science.data.tokenization import (
     FORMAT_VERSION,
     META_FILE,
@@ -153,10 +159,10 @@ def write_sharded_tokens(
     try:
         tasks = max(1, min(packing.executor.n_tasks, len(packing.paths)))
         logs = Path(work_dir) if work_dir else tmp / ".logs"
-        executor = _executor(
+        executor = stage_executor(
             packing.executor, [PackTokenShards(packing, str(tmp))], tasks, logs, "pack"
         )
-        _run_stage(executor, packing.executor)
+        run_stage(executor, packing.executor)
         shutil.rmtree(tmp / ".logs", ignore_errors=True)
         shards = [
             json.loads((tmp / f"tokens_{f:05d}.json").read_text())

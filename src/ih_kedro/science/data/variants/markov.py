@@ -2,7 +2,7 @@
 
 Every training batch of the ``markov`` data variant is ``B`` sequences drawn from one designed
 process (:mod:`ih_kedro.science.data.variants.markov_process`, saved as a ``.npz`` file) by the generic
-frequency x reliability repetition generator of :mod:`ih_kedro.science.data.variants.semi_natural`: first
+frequency x reliability repetition generator of :mod:`ih_kedro.science.data.variants.repetition`: first
 halves never repeat a token; in second halves a slot re-uses the first token ``A`` of an earlier
 bigram with probability ``frequency`` and continues with its ``B`` with probability
 ``reliability``. The batch is a pure function of (seed, step): the generator draws from the
@@ -32,8 +32,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ih_kedro.science.data.batches import register_variant
 from ih_kedro.science.data.variants.markov_process import MarkovProcess
+from ih_kedro.science.data.variants.registry import register_variant
+from ih_kedro.science.data.variants.repetition import generate_repetition_sequences
+from ih_kedro.science.data.variants.repetition_stats import check_sample_repetition
 from ih_kedro.science.data.vocabulary import frequent_token_pool
 
 logger = logging.getLogger(__name__)
@@ -189,8 +191,6 @@ def markov_sequences(
     return_copied: bool = False,
 ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``n`` token sequences (n, length) of ``process`` with the two repetition knobs."""
-    from ih_kedro.science.data.variants.semi_natural import generate_repetition_sequences
-
     token_ids = (
         process.token_ids if process.token_ids is not None else np.arange(process.vocab_size)
     )
@@ -223,8 +223,6 @@ def markov_variant(
 
 def check_markov_options(options: Mapping[str, Any], context_length: int) -> None:
     """Before training: the process loads, fits the context, and a sample meets the knobs."""
-    from ih_kedro.science.data.variants.semi_natural import check_sample_repetition
-
     process, frequency, reliability = _cell(options)
     width = context_length + 1
     if process.vocab_size < width:

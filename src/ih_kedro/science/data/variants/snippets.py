@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ih_kedro.science.data.batches import register_variant
+from ih_kedro.science.data.variants.registry import register_variant
 
 VARIANT = "bi_induct_snippets"
 DIRECTIONS = ("induction", "anti_induction", "balanced")

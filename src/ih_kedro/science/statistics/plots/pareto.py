@@ -1,6 +1,16 @@
-"""Figures of the frequency x reliability experiment (plain matplotlib; nodes call these)."""
+"""Figures of the frequency x reliability experiment (plain matplotlib; nodes call these).
+
+:func:`plot_frontier` and :func:`plot_sstar_distance` draw from the experiment's tables (the
+cell table, ``frontier_table``, ``frontier_summary``); :func:`plot_frontier_heatmap` and
+:func:`plot_sstar_vs_distance` from the prepared cells, contour, runs and growth fit.
+"""
 
 from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Mapping
+from typing import Any
 
 import matplotlib
 
@@ -10,6 +20,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ih_kedro.science.statistics import pareto_frontier as pf  # noqa: E402
+from ih_kedro.science.statistics.pareto_cells import aggregate_cells, fit_runs  # noqa: E402
 from ih_kedro.science.statistics.pareto_frontier import GrowthFit  # noqa: E402
 
 
@@ -140,4 +152,70 @@ def plot_sstar_vs_distance(
     return fig
 
 
-__all__ = ["plot_frontier_heatmap", "plot_sstar_vs_distance"]
+def _fit_from_summary(summary: Mapping[str, Any]) -> pf.FrontierFit:
+    """The fitted frontier of a ``frontier_summary`` (its coefficients; no covariance)."""
+    coef = np.array([summary["coefficients"][name]["estimate"] for name in pf.COEFFICIENTS])
+    return pf.FrontierFit(
+        coef=coef, cov=np.zeros((3, 3)), method=summary["fit_method"],
+        n_runs=summary["n_runs_fitted"], n_formed=summary["n_runs_formed"], converged=True,
+    )  # fmt: skip
+
+
+def plot_frontier(
+    cell_table: pd.DataFrame, frontier_table: pd.DataFrame, frontier_summary: Mapping[str, Any]
+) -> plt.Figure:
+    """Heatmaps of status and S* over the grid with the frontier, its band and the Pareto set."""
+    contour = frontier_table[frontier_table["kind"] == "contour"].rename(
+        columns={"reliability": "reliability_50", "ci_low": "band_low", "ci_high": "band_high"}
+    )
+    contour = contour.assign(level=frontier_summary["level"]).dropna(subset=["frequency"])
+    pareto_set = frontier_table[frontier_table["kind"] == "pareto_set"]
+    shift = frontier_table[frontier_table["kind"] == "budget_shift"].rename(
+        columns={"reliability": "reliability_50"}
+    )
+    cells = aggregate_cells(cell_table)
+    cells = cells[(cells["frequency"] > 0) & (cells["reliability"] > 0)]
+    budget = ", ".join(f"{b:g}" for b in frontier_summary["budget_steps"])
+    return plot_frontier_heatmap(
+        cells, contour, pareto_set, shift, budget_label=f" (budget {budget} steps)"
+    )
+
+
+def plot_sstar_distance(
+    cell_table: pd.DataFrame, frontier_summary: Mapping[str, Any]
+) -> plt.Figure:
+    """S* against the signed distance to the frontier, with the growth fit."""
+    if frontier_summary["status"] != "ok":
+        fig, ax = plt.subplots(figsize=(7, 5), constrained_layout=True)
+        ax.text(0.5, 0.5, f"no frontier ({frontier_summary['status']}):\n"
+                + _wrap(frontier_summary["longer_budget"]), ha="center", va="center",
+                transform=ax.transAxes, fontsize=9)  # fmt: skip
+        ax.set_axis_off()
+        return fig
+    runs = fit_runs(cell_table)
+    fit = _fit_from_summary(frontier_summary)
+    runs = runs.assign(distance=fit.distance(runs["frequency"], runs["reliability"]))
+    g = frontier_summary["growth"]
+    nan = math.nan
+    growth = pf.GrowthFit(
+        alpha=g["alpha"] if g["alpha"] is not None else nan,
+        beta=g["beta"] if g["beta"] is not None else nan,
+        alpha_ci=(nan, nan),
+        beta_ci=tuple(nan if v is None else v for v in g["beta_ci"]),
+        n=g["n"],
+        r_squared=g["r_squared"] if g["r_squared"] is not None else nan,
+        status=g["status"],
+    )
+    return plot_sstar_vs_distance(runs, growth, float(max(frontier_summary["budget_steps"])))
+
+
+def _wrap(text: str, width: int = 70) -> str:
+    return "\n".join(textwrap.wrap(text, width))
+
+
+__all__ = [
+    "plot_frontier",
+    "plot_frontier_heatmap",
+    "plot_sstar_distance",
+    "plot_sstar_vs_distance",
+]

@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 from safetensors.torch import load_file
 
-from ih_kedro.science.training.run import CheckpointStore
-from ih_kedro.science.training.sweep import ExecutorConfig, TrackingSpec, run_sweep
+from ih_kedro.science.training.checkpoints import CheckpointStore
+from ih_kedro.science.training.sweep import ExecutorConfig, run_sweep
+from ih_kedro.science.training.tasks import TrackingSpec
 
 from .test_run import make_config, make_packed
 
@@ -38,7 +39,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.ci]
 KILL_SCRIPT = """
 import pickle, sys
 from ih_kedro.science.training.sweep import ExecutorConfig, run_sweep
-from ih_kedro.science.training.run import CheckpointStore
+from ih_kedro.science.training.checkpoints import CheckpointStore
 configs, packed, root = pickle.loads(open(sys.argv[1], "rb").read())
 run_sweep(configs, packed, CheckpointStore(root),
           ExecutorConfig(kind="sequential", ranks_per_run=2, num_cpus_per_run=2))

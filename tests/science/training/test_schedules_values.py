@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ih_kedro.science.training.run import EarlyStopOnEmergence, TrainingRunConfig, lr_factor
+from ih_kedro.science.training.schedules import EarlyStopOnEmergence, lr_factor
 
 
 @pytest.mark.parametrize(
@@ -54,17 +54,3 @@ def test_early_stop_step_rounds_up_and_ignores_missing_metric():
     assert policy.first_crossing is None
     policy.load_state_dict({"first_crossing": 40})
     assert policy.state_dict() == {"first_crossing": 40} and policy.stop_step == 50
-
-
-def test_budget_and_copy_rate_of_a_config():
-    config = TrainingRunConfig("r", "p", batch_size=8, context_length=16, max_tokens=1000)
-    assert config.tokens_per_step == 128 and config.total_steps == 8  # ceil(1000 / 128)
-    config.max_steps = 5
-    assert config.total_steps == 5
-    assert config.positions == 16 and config.copy_rate == 0.0
-    config.data_variant = "copy_spans"
-    assert config.copy_rate == 1.0
-    config.variant_options = {"copy_rate": 0.25}
-    assert config.copy_rate == 0.25
-    config.n_positions = 64
-    assert config.positions == 64

@@ -1,4 +1,4 @@
-"""The training pipeline's pure nodes checked through exact values (mutation-testing kills).
+"""The sweep design's pure helpers checked through exact values (mutation-testing kills).
 
 Grid expansion, run names, variant cells, excluded cells, the sweep's probe length and the
 ``variant_data`` merge; nothing here trains or starts Ray. Expected configs are written out by
@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from ih_kedro.pipelines.training.nodes import (
+from ih_kedro.science.training.config import TrainingRunConfig
+from ih_kedro.science.training.grid import (
     _as_list,
     _variant_cells,
     _without_excluded_cells,
@@ -21,7 +22,6 @@ from ih_kedro.pipelines.training.nodes import (
     sweep_probe_length,
     with_variant_data,
 )
-from ih_kedro.science.training.run import TrainingRunConfig
 
 
 def grid(**overrides) -> dict:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 
+import numpy as np
 import pytest
 
-from ih_kedro.science.data.corpus import held_out_score, is_held_out
+from ih_kedro.science.data.split import held_out_score, is_held_out
 
 # (text, first 8 bytes of MD5(UTF-8) as hex, score = int(hex, 16) / 2**64), from hashlib by hand.
 PINNED = [
@@ -57,3 +58,21 @@ def test_held_out_decisions_are_pinned(fraction, expected):
 def test_fraction_outside_unit_interval_names_the_parameter(fraction):
     with pytest.raises(ValueError, match=rf"held_out_fraction must be in \[0, 1\], got {fraction}"):
         is_held_out("x", fraction)
+
+
+def test_hash_split_is_stable_and_near_target() -> None:
+    texts = [f"document {i} with some words" for i in range(20_000)]
+    held = np.array([is_held_out(t, 0.02) for t in texts])
+    # Binomial(20000, 0.02): mean 400, sd 19.8.
+    assert 320 < held.sum() < 480
+    again = np.array([is_held_out(t, 0.02) for t in texts])
+    assert (held == again).all()
+    # Nested: a smaller fraction holds out a subset.
+    small = np.array([is_held_out(t, 0.002) for t in texts])
+    assert (small <= held).all() and 15 < small.sum() < 70
+    assert not any(is_held_out(t, 0.0) for t in texts[:100])
+    assert all(is_held_out(t, 1.0) for t in texts[:100])
+    # Pinned: the split is part of the data contract.
+    assert is_held_out("In the beginning", 0.5) == is_held_out("In the beginning", 0.5)
+    with pytest.raises(ValueError, match="held_out_fraction"):
+        is_held_out("x", 1.5)

@@ -1,0 +1,265 @@
+"""Figures of the emergence law: trajectories, predicted vs observed, residuals vs model size.
+
+Plain matplotlib/seaborn on the emergence table, the tidy head scores and a law-fit summary
+(``status`` and :func:`~ih_kedro.science.statistics.emergence_prediction.fit_summary_dict`'s
+layout); the statistics nodes call these.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+
+from ih_kedro.science.statistics.emergence_prediction import (
+    covariate_values,
+    is_fitted,
+    predict_emergence,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def empty_figure(message: str) -> Figure:
+    """A small figure that only says ``message`` (no data to draw)."""
+    fig = Figure(figsize=(5, 3))
+    ax = fig.subplots()
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True)
+    ax.set_axis_off()
+    return fig
+
+
+def not_fitted_figure(law_fit_summary: Mapping[str, Any]) -> Figure:
+    """The figure drawn in place of a law that was not fitted: its ``status``."""
+    return empty_figure("emergence law not fitted:\n" + law_fit_summary.get("status", ""))
+
+
+def run_covariates(emergence_table: pd.DataFrame, extra: list[str]) -> pd.DataFrame:
+    """One row per run: ``run_name, batch_size, context_length, seed, preset`` and the ``extra``
+    columns, those the table has."""
+    columns = ["run_name", "batch_size", "context_length", "seed", "preset", *extra]
+    keep = list(dict.fromkeys(c for c in columns if c in emergence_table.columns))
+    return emergence_table[keep].drop_duplicates("run_name")
+
+
+def best_head_trajectories(
+    head_scores: pd.DataFrame, metric: str = "prefix_matching", min_layer: int = 1
+) -> pd.DataFrame:
+    """Best head's score per run and step (heads in layers ``>= min_layer``).
+
+    Returns:
+        ``run_name, step, tokens_seen, value`` (falls back to all layers, with a warning, when
+        no head is at ``min_layer`` or above).
+    """
+    scores = head_scores[head_scores["metric"] == metric]
+    deep = scores[scores["layer"] >= min_layer]
+    if deep.empty and not scores.empty:
+        logger.warning(
+            "statistics: no %s heads at layer >= %d; using all layers", metric, min_layer
+        )
+        deep = scores
+    return (
+        deep.groupby(["run_name", "step"], as_index=False)
+        .agg(tokens_seen=("tokens_seen", "first"), value=("value", "max"))
+        .sort_values(["run_name", "step"])
+    )
+
+
+def _trajectory_curves(
+    curves: pd.DataFrame, emergence_table: pd.DataFrame, extra: list[str]
+) -> tuple[pd.DataFrame, bool]:
+    """The best-head curves with each run's configuration and a ``cell`` label (``B.. C..``, or
+    the run name without B and C), sorted by cell; and whether B and C are known."""
+    curves = curves.merge(run_covariates(emergence_table, extra), on="run_name", how="left")
+    has_config = {"batch_size", "context_length"} <= set(curves.columns)
+    curves["cell"] = (
+        [
+            f"B{b:g} C{c:g}"
+            for b, c in zip(curves["batch_size"], curves["context_length"], strict=True)
+        ]
+        if has_config
+        else curves["run_name"]
+    )
+    if has_config:
+        curves = curves.sort_values(["batch_size", "context_length", "run_name", "step"])
+    return curves, has_config
+
+
+def _one_line_per_run(curves: pd.DataFrame, x: str, ax: Any, legend: bool, seeds: bool) -> None:
+    # Colour = cell, line style = seed: every seed replicate is its own line.
+    sns.lineplot(
+        data=curves,
+        x=x,
+        y="value",
+        hue="cell",
+        style="seed" if seeds else None,
+        units="run_name",
+        estimator=None,
+        ax=ax,
+        lw=1,
+        legend="auto" if legend else False,
+    )
+
+
+def plot_trajectories(
+    head_scores: pd.DataFrame,
+    emergence_table: pd.DataFrame,
+    law_fit_summary: Mapping[str, Any],
+    metric: str = "prefix_matching",
+    min_layer: int = 1,
+) -> Figure:
+    """Best-head score (``metric``, layers ``>= min_layer``) of every run against steps, and
+    against steps / predicted S*.
+
+    The second panel rescales each run by the law's predicted S* for its (B, C): if the law
+    holds, all cells collapse onto one curve crossing the threshold near 1.
+
+    Returns:
+        A figure with the two panels (a message figure without head scores).
+    """
+    curves = best_head_trajectories(head_scores, metric, min_layer)
+    if curves.empty:
+        return empty_figure(f"no {metric} head scores")
+    extra = list(law_fit_summary.get("extra_covariates", []))
+    curves, has_config = _trajectory_curves(curves, emergence_table, extra)
+    fitted = is_fitted(law_fit_summary) and has_config
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    ax_steps, ax_scaled = fig.subplots(1, 2)
+
+    seeds = "seed" in curves and curves["seed"].nunique() > 1
+    if seeds:
+        curves["seed"] = curves["seed"].astype(int).astype(str)
+
+    _one_line_per_run(curves, "step", ax_steps, legend=True, seeds=seeds)
+    ax_steps.set(xscale="log", xlabel="step", ylabel=f"best-head {metric}")
+    ax_steps.set_title("against steps")
+    if fitted:
+        predicted = predict_emergence(
+            law_fit_summary,
+            curves["batch_size"].to_numpy(float),
+            curves["context_length"].to_numpy(float),
+            covariates=covariate_values(law_fit_summary, curves, "emergence_table"),
+        )
+        curves["scaled_step"] = curves["step"].to_numpy(float) / predicted["step"].to_numpy()
+        _one_line_per_run(curves, "scaled_step", ax_scaled, legend=False, seeds=seeds)
+        ax_scaled.axvline(1.0, color="grey", ls="--", lw=0.8)
+        ax_scaled.set(xscale="log", xlabel="step / predicted S*", ylabel="")
+        ax_scaled.set_title("against steps / S* (law)")
+    else:
+        ax_scaled.text(0.5, 0.5, "no fitted law", ha="center", va="center")
+        ax_scaled.set_axis_off()
+    if law_fit_summary.get("threshold") is not None:
+        for ax in (ax_steps, ax_scaled):
+            ax.axhline(law_fit_summary["threshold"], color="black", ls=":", lw=0.8)
+    return fig
+
+
+def _estimates_title(law_fit_summary: Mapping[str, Any]) -> str:
+    """``a = .. [..], b = .. [..], r = ..`` and the runs, seeds and covariance of the fit."""
+    a, b, r = law_fit_summary["a"], law_fit_summary["b"], law_fit_summary["pearson_r_log"]
+
+    def fmt(value: Any) -> str:
+        return "nan" if value is None else f"{value:.2f}"
+
+    return (
+        f"a = {fmt(a['estimate'])} [{fmt(a['ci_low'])}, {fmt(a['ci_high'])}], "
+        f"b = {fmt(b['estimate'])} [{fmt(b['ci_low'])}, {fmt(b['ci_high'])}], "
+        f"r = {fmt(r['estimate'])}\n"
+        f"n = {law_fit_summary['n_runs']} runs ({law_fit_summary['n_censored']} censored), "
+        f"seeds {law_fit_summary['seeds']}, {law_fit_summary.get('covariance', 'classical')} CIs"
+    )
+
+
+def plot_predicted_vs_observed(data: pd.DataFrame, law_fit_summary: Mapping[str, Any]) -> Figure:
+    """Observed vs predicted emergence (log-log) with the identity line and prediction bars.
+
+    Args:
+        data: :func:`~ih_kedro.science.statistics.emergence_prediction.observed_vs_predicted`
+            of the emergence rows (``batch_size, context_length, observed, predicted, low,
+            high``, optionally ``seed``).
+        law_fit_summary: the fitted law's summary (estimates for the title).
+
+    Returns:
+        One log-log panel: a point per run (colour = cell, marker = seed), horizontal
+        prediction bars and the identity line.
+    """
+    data = data.copy()
+    response = law_fit_summary.get("response", "step")
+    unit = "steps" if response == "step" else "tokens"
+    fig = Figure(figsize=(5.2, 5), layout="constrained")
+    ax = fig.subplots()
+    ax.errorbar(
+        data["predicted"],
+        data["observed"],
+        xerr=[data["predicted"] - data["low"], data["high"] - data["predicted"]],
+        fmt="none",
+        ecolor="lightgrey",
+        lw=1,
+        zorder=1,
+    )
+    data["cell"] = [
+        f"B{b:g} C{c:g}" for b, c in zip(data["batch_size"], data["context_length"], strict=True)
+    ]
+    seeds = "seed" in data and data["seed"].nunique() > 1
+    if seeds:
+        data["seed"] = data["seed"].astype(int).astype(str)
+    # One marker per seed: replicates of a cell show the seed-to-seed scatter the CIs carry.
+    sns.scatterplot(data=data, x="predicted", y="observed", hue="cell",
+                    style="seed" if seeds else None, ax=ax, zorder=2)  # fmt: skip
+    lo = np.nanmin(data[["low", "observed"]].to_numpy()) * 0.8
+    hi = np.nanmax(data[["high", "observed"]].to_numpy()) * 1.25
+    ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, ls="--", label="identity")
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi))
+    ax.set(xlabel=f"predicted S* ({unit})", ylabel=f"observed S* ({unit})")
+    ax.set_title(_estimates_title(law_fit_summary), fontsize=9)
+    return fig
+
+
+def plot_residuals_vs_model_size(
+    data: pd.DataFrame, sweep_manifest: pd.DataFrame | None = None
+) -> Figure:
+    """Log residuals (observed / predicted S*) per model size: one column per preset.
+
+    Presets are ordered by their parameter count (from the manifest, when present) and labelled
+    with it; runs of one preset differ in size only by their position table, so size is shown
+    per preset rather than on a continuous axis. A flat pattern across presets supports the
+    claim that the law does not depend on model size.
+
+    Args:
+        data: :func:`~ih_kedro.science.statistics.emergence_prediction.observed_vs_predicted`
+            of the emergence rows (``run_name, batch_size, residual``, optionally ``preset``).
+        sweep_manifest: the sweep's ``run_name, n_parameters`` (optional).
+
+    Returns:
+        One strip plot of the residuals, a column per preset, colour = batch size.
+    """
+    data = data.copy()
+    if "preset" not in data:
+        data["preset"] = "all runs"
+    data["model size"] = data["preset"].astype(str)
+    order = sorted(data["model size"].unique())
+    if sweep_manifest is not None and {"run_name", "n_parameters"} <= set(sweep_manifest.columns):
+        sizes = sweep_manifest[["run_name", "n_parameters"]].drop_duplicates("run_name")
+        data = data.merge(sizes, on="run_name", how="left")
+        if data["n_parameters"].notna().all():
+            per_preset = data.groupby("model size")["n_parameters"].median()
+            labels = {
+                name: f"{name}\n({size / 1e3:,.0f}k params)" for name, size in per_preset.items()
+            }
+            data["model size"] = data["model size"].map(labels)
+            order = [labels[name] for name in per_preset.sort_values().index]
+    fig = Figure(figsize=(5.5, 4), layout="constrained")
+    ax = fig.subplots()
+    sns.stripplot(
+        data=data, x="model size", y="residual", hue="batch_size", order=order, ax=ax, size=7
+    )
+    ax.set(xlabel="model (preset)")
+    ax.axhline(0.0, color="black", lw=0.8, ls="--")
+    ax.set(ylabel="log(observed / predicted S*)")
+    ax.set_title("residuals of the emergence law vs model size", fontsize=10)
+    return fig

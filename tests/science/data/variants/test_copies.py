@@ -1,0 +1,102 @@
+"""The copy data variants through the sampler: copied-span placement and copy events."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ih_kedro.science.data.batches import sample_batch
+from ih_kedro.science.data.variants.copies import (
+    count_copy_events,
+    expected_copied_fraction,
+    expected_copy_events,
+    span_length_bounds,
+)
+from ih_kedro.science.data.variants.registry import VARIANT_CHECKS
+
+
+@pytest.fixture()
+def stream() -> np.ndarray:
+    # Strictly increasing tokens make every window's provenance readable.
+    return np.arange(5_000, dtype=np.uint32)
+
+
+def test_copy_spans_copy_a_span_to_a_later_offset(stream):
+    context = 32
+    batch = sample_batch(
+        stream,
+        64,
+        context,
+        seed=1,
+        step=5,
+        data_variant="copy_spans",
+        variant_options={"copy_rate": 1.0},
+    )
+    low, high = span_length_bounds(context, 0.125, 0.375)
+    assert (low, high) == (4, 12)
+    rows = batch.tokens.numpy()
+    for row, mask in zip(rows, batch.copied, strict=True):
+        positions = np.flatnonzero(mask)
+        length = len(positions)
+        assert low <= length <= high
+        assert np.all(np.diff(positions) == 1)  # one contiguous span
+        dest = positions[0]
+        # The copied tokens equal an earlier, non-overlapping run of the same row.
+        copied = row[dest : dest + length]
+        start = row[0]  # the natural window is start, start+1, ...
+        source = int(copied[0] - start)
+        assert 0 <= source <= dest - length
+        assert np.all(np.diff(copied) == 1)
+    fraction = batch.copied_fraction
+    assert fraction == pytest.approx(expected_copied_fraction(context, 1.0, 0.125, 0.375), abs=0.05)
+
+
+def test_copy_rate_controls_the_share_of_sequences(stream):
+    batch = sample_batch(
+        stream,
+        400,
+        16,
+        seed=0,
+        step=0,
+        data_variant="copy_spans",
+        variant_options={"copy_rate": 0.5},
+    )
+    share = batch.copied.any(axis=1).mean()
+    assert 0.4 < share < 0.6
+
+
+def test_span_bounds_scale_with_context():
+    assert span_length_bounds(64, 0.125, 0.375) == (8, 24)
+    assert span_length_bounds(4, 0.125, 0.375) == (1, 2)
+
+
+@pytest.mark.parametrize("context", [16, 32, 64])
+def test_fixed_rate_copies_hold_c_over_t_events_copied_from_earlier(stream, context):
+    batch = sample_batch(stream, 32, context, seed=2, step=9, data_variant="fixed_rate_copies",
+                         variant_options={"tokens_per_event": 16, "span_min": 4, "span_max": 8})  # fmt: skip
+    rows = batch.tokens.numpy()
+    # C / 16 events in every sequence (an integer here), each a separate run of the mask.
+    assert count_copy_events(batch.copied) == 32 * context // 16
+    for row, mask in zip(rows, batch.copied, strict=True):
+        starts = np.flatnonzero(mask & ~np.concatenate([[False], mask[:-1]]))
+        ends = np.flatnonzero(mask & ~np.concatenate([mask[1:], [False]]))
+        for start, end in zip(starts, ends, strict=True):
+            length = end - start + 1
+            assert 4 <= length <= 8
+            span = row[start : end + 1]
+            # The same tokens occur earlier, ending before the copy starts (a source may
+            # overlap an earlier copy, so the span need not be a contiguous slice of the stream).
+            assert any(np.array_equal(row[s : s + length], span) for s in range(start - length + 1))
+    # The copied share is E[length] / T, the same at every C (6/16 of C of C + 1 positions).
+    assert batch.copied_fraction == pytest.approx(6 / 16 * context / (context + 1), abs=0.05)
+
+
+def test_fixed_rate_copies_fractional_rate_and_option_check(stream):
+    batch = sample_batch(stream, 400, 24, seed=0, step=0, data_variant="fixed_rate_copies")
+    # 24 / 16 = 1.5 events per sequence: one, plus a second with probability 0.5.
+    assert count_copy_events(batch.copied) / 400 == pytest.approx(1.5, abs=0.08)
+    assert expected_copy_events(24, 16) == 1.5
+    with pytest.raises(ValueError, match="variant_options.fixed_rate_copies"):
+        VARIANT_CHECKS["fixed_rate_copies"]({"span_max": 12}, 16)
+    with pytest.raises(ValueError, match="tokens_per_event"):
+        VARIANT_CHECKS["fixed_rate_copies"]({"tokens_per_event": 0}, 16)

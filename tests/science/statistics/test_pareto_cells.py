@@ -1,0 +1,101 @@
+"""The pareto cell table's pieces: the realised knobs of a run's own batches, the runs the
+frontier fit uses and the per-cell aggregates, checked against values computed here
+independently (the sampler's own batches, hand-written tables)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ih_kedro.science.data.variants.bigram_model import BigramModel
+from ih_kedro.science.data.variants.repetition_stats import measure_repetition
+from ih_kedro.science.statistics import pareto_cells
+from tests.science.statistics.pareto_tables import (
+    frontier_cells,
+    measured,
+    saved_model,
+    token_stream,
+    training_grid,
+    variant_cell,
+)
+
+
+def test_realised_uses_the_runs_own_knobs_over_the_variant_data(tmp_path: Path) -> None:
+    from ih_kedro.science.training.grid import expand_grid
+
+    model = saved_model(tmp_path, 30, other_bucket=False)
+    config = expand_grid(training_grid(data_variants=[variant_cell("x", 0.5, 1.0)], seeds=[2]))[0]
+    # The variant data never overrides the cell's own knobs.
+    stats = pareto_cells._realised(
+        token_stream(), config, {"model_path": model.path, "frequency": 0.0, "reliability": 0.0}, 2
+    )
+    assert stats == measured(model.path, 0.5, 1.0, 2, 2)
+    assert stats.n_sequences == 8
+
+
+def test_fit_runs_keep_known_outcomes_with_positive_knobs() -> None:
+    runs = pareto_cells.fit_runs(frontier_cells())
+    assert runs["run_name"].tolist() == ["a_s0", "a_s1", "b_s0", "b_s1", "c_s0"]
+    assert runs["cell"].tolist() == ["a", "a", "b", "b", "c"]
+    zero_r = frontier_cells().assign(reliability=[1.0, 0.0, 0.5, 0.5, 0.5, 0.25, 1.0])
+    assert pareto_cells.fit_runs(zero_r)["run_name"].tolist() == ["a_s1", "b_s0", "b_s1", "c_s0"]
+
+
+def test_aggregate_cells_exact_table() -> None:
+    cells = pareto_cells.aggregate_cells(frontier_cells())
+    expected = pd.DataFrame({
+        "frequency": [0.0, 0.25, 0.5, 0.5, 1.0], "reliability": [1.0, 0.5, 0.25, 1.0, 0.5],
+        "n_seeds": [1, 2, 1, 1, 2], "formed_share": [1.0, 0.5, 0.0, np.nan, 1.0],
+        "sstar_median": [10.0, 100.0, np.nan, np.nan, 60.0],
+    })  # fmt: skip
+    pd.testing.assert_frame_equal(cells, expected)
+
+
+def test_realised_batches_match_the_sampler(tmp_path: Path) -> None:
+    """``_realised`` measures exactly the batches ``train_run`` draws (same seed and steps)."""
+    from ih_kedro.science.data.batches import sample_batch
+    from ih_kedro.science.data.packed import PackedTokens
+    from ih_kedro.science.training.config import TrainingRunConfig
+
+    n = 30
+    rng = np.random.default_rng(0)
+    model = BigramModel(
+        transition=rng.random((n, n)), initial=np.ones(n), token_ids=np.arange(n) + 5,
+        counts=np.zeros((n, n), dtype=np.int64), smoothing=0.0, other_bucket=False, vocab_size=64,
+    )  # fmt: skip
+    path = model.save(tmp_path / "m.npz")
+    packed = PackedTokens(
+        tokens=np.arange(500, dtype=np.uint16) % 64, vocab_size=64, eos_token_id=0,
+        checksum="x", meta={},
+    )  # fmt: skip
+    config = TrainingRunConfig(
+        run_name="r", preset="attn-only-2l-d128", batch_size=16, context_length=20, seed=3,
+        data_variant="semi_natural", variant_options={"frequency": 0.4, "reliability": 0.7},
+    )  # fmt: skip
+    stats = pareto_cells._realised(packed, config, {"model_path": str(path)}, 3)
+    options = {"model_path": str(path), "frequency": 0.4, "reliability": 0.7}
+    batches = np.concatenate([
+        sample_batch(packed.tokens, 16, 20, 3, s, data_variant="semi_natural",
+                     variant_options=options).tokens.numpy()
+        for s in range(3)
+    ])  # fmt: skip
+    assert stats == measure_repetition(batches)
+    assert stats.n_sequences == 48
+
+
+def test_cell_aggregates_take_sstar_from_the_seeds_that_formed_only():
+    rows = [  # (f, r, seed, formed, step): censored rows carry the budget as their step
+        (0.5, 1.0, 0, 1.0, 1500.0), (0.5, 1.0, 1, 0.0, 2000.0), (0.5, 1.0, 2, 1.0, 1700.0),
+        (1.0, 1.0, 0, 0.0, 2000.0), (1.0, 1.0, 1, 0.0, 2000.0),
+    ]  # fmt: skip
+    table = pd.DataFrame(rows, columns=["frequency", "reliability", "seed", "formed", "step"])
+    table["run_name"] = [f"run{i}" for i in range(len(table))]
+    cells = pareto_cells.aggregate_cells(table).set_index(["frequency", "reliability"])
+    assert cells.loc[(0.5, 1.0), "n_seeds"] == 3
+    assert cells.loc[(0.5, 1.0), "formed_share"] == pytest.approx(2 / 3)
+    assert cells.loc[(0.5, 1.0), "sstar_median"] == 1600.0  # median of 1500 and 1700, not 1700
+    assert np.isnan(cells.loc[(1.0, 1.0), "sstar_median"])  # none formed: grey, not the budget
+    assert cells.loc[(1.0, 1.0), "formed_share"] == 0.0
