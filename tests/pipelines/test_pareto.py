@@ -109,6 +109,34 @@ def test_estimate_frontier_tables_figures_and_mlflow() -> None:
     assert summary["growth"]["beta"] == pytest.approx(-0.5, abs=0.25)
     kinds = table["kind"].value_counts().to_dict()
     assert kinds["coefficient"] == 3 and kinds["contour"] == 5 and kinds["growth"] == 2
+    # The coefficient ratio b1 / b2 follows the coefficients, in the table and the summary.
+    assert table["kind"].tolist()[:5] == ["coefficient"] * 3 + ["coefficient_ratio", "contour"]
+    coefficients = summary["coefficients"]
+    ratio = summary["coefficient_ratio"]
+    assert ratio["name"] == "log_frequency/log_reliability"
+    assert ratio["estimate"] == pytest.approx(
+        coefficients["log_frequency"]["estimate"] / coefficients["log_reliability"]["estimate"]
+    )
+    assert ratio["ci_low"] < ratio["estimate"] < ratio["ci_high"]
+    row = table[table["kind"] == "coefficient_ratio"].iloc[0]
+    assert (row["estimate"], row["ci_low"], row["ci_high"]) == pytest.approx(
+        (ratio["estimate"], ratio["ci_low"], ratio["ci_high"])
+    )
+    # Every replicate is either in the band or counted as dropped.
+    bootstrap = summary["bootstrap"]
+    assert bootstrap["method"] == "firth" and bootstrap["n_bootstrap"] == 30
+    assert list(bootstrap["dropped"]) == ["one_outcome", "fit_failed", "not_converged",
+                                          "no_contour"]  # fmt: skip
+    assert bootstrap["dropped"]["fit_failed"] == 0
+    assert (
+        sum(bootstrap["dropped"].values()) + table.loc[table["kind"] == "contour", "n"].max() == 30
+    )
+    # Each shift is flagged by whether it lies within the distances of the runs fitted.
+    d_min, d_max = summary["growth"]["distance_range"]
+    assert d_min < d_max
+    assert summary["budget_shift_extrapolated"] == {
+        k: not d_min <= shift <= d_max for k, shift in summary["budget_shift"].items()
+    }
     assert kinds["budget_shift"] == 10 and kinds["pareto_set"] == len(summary["pareto_set"])
     contour = table[table["kind"] == "contour"]
     assert (contour["ci_low"] <= contour["reliability"]).all()
@@ -131,6 +159,9 @@ def test_estimate_frontier_tables_figures_and_mlflow() -> None:
     assert logged.data.metrics["pareto.log_reliability.estimate"] == pytest.approx(
         summary["coefficients"]["log_reliability"]["estimate"]
     )
+    assert logged.data.metrics["pareto.coefficient_ratio.estimate"] == pytest.approx(
+        summary["coefficient_ratio"]["estimate"]
+    )
     assert logged.data.tags["pareto.status"] == "ok"
     plt.close("all")
 
@@ -140,6 +171,7 @@ def test_frontier_outside_the_grid_is_reported_not_faked() -> None:
     table, summary = nodes.estimate_frontier(cells, FRONTIER_PARAMS)
     assert summary["status"] == "none_formed" and summary["pareto_set"] == []
     assert summary["coefficients"]["intercept"]["estimate"] is None
+    assert summary["coefficient_ratio"]["estimate"] is None and summary["bootstrap"] is None
     assert "longer budget" in summary["longer_budget"]
     assert table[table["kind"] == "coefficient"]["estimate"].isna().all()
     nodes.plot_frontier(cells, table, summary)

@@ -33,6 +33,7 @@ from tests.science.statistics.pareto_tables import (
     frontier_cells,
     measured,
     saved_model,
+    status_of,
     token_stream,
     training_grid,
     variant_cell,
@@ -365,7 +366,8 @@ FIT = pf.FrontierFit(
     n_formed=3, converged=False, level=0.9, separated=True,
 )  # fmt: skip
 GROWTH = pf.GrowthFit(alpha=0.5, beta=-0.25, alpha_ci=(0.1, 0.9), beta_ci=(-0.5, -0.1), n=3,
-                      r_squared=0.75, status="ok")  # fmt: skip
+                      r_squared=0.75, status="ok", distance_range=(-3.5, 1.5))  # fmt: skip
+DROPPED = {"one_outcome": 1, "fit_failed": 2, "not_converged": 3, "no_contour": 4}
 
 
 def _stub_science(monkeypatch: pytest.MonkeyPatch, growth: pf.GrowthFit = GROWTH) -> dict:
@@ -377,9 +379,12 @@ def _stub_science(monkeypatch: pytest.MonkeyPatch, growth: pf.GrowthFit = GROWTH
 
     def bootstrap_contour(runs, grid, *, n_bootstrap, seed, unit, method, level):
         calls["contour"] = (runs.copy(), np.asarray(grid), n_bootstrap, seed, unit, method, level)
+        # The real columns (pf.bootstrap_contour), drop counts distinct per reason.
         return pd.DataFrame({"frequency": [0.25, 1.0], "reliability_50": [0.8, 0.4],
                              "band_low": [0.7, 0.3], "band_high": [0.9, 0.6],
-                             "n_replicates": [11, 12]})  # fmt: skip
+                             "n_replicates": [11, 12], "n_bootstrap": n_bootstrap,
+                             "level": level, "method": method,
+                             **{f"n_dropped_{k}": n for k, n in DROPPED.items()}})  # fmt: skip
 
     def fit_sstar_growth(distance, sstar, *, level):
         calls["growth"] = (list(distance), list(sstar), level)
@@ -388,8 +393,8 @@ def _stub_science(monkeypatch: pytest.MonkeyPatch, growth: pf.GrowthFit = GROWTH
     def budget_shift(fit, growth_fit, grid, factors):
         calls["shift"] = (fit, growth_fit, np.asarray(grid), factors)
         rows = [{"budget_factor": k, "frequency": f, "shift": s, "shift_low": s - 1,
-                 "shift_high": s + 1, "reliability_50": f / 2}
-                for k, s in zip(factors, (-2.0, math.nan), strict=False)
+                 "shift_high": s + 1, "reliability_50": f / 2, "extrapolated": e}
+                for k, s, e in zip(factors, (-2.0, math.nan), (True, False), strict=False)
                 for f in (0.25, 1.0)]  # fmt: skip
         return pd.DataFrame(rows)
 
@@ -431,7 +436,11 @@ def test_estimate_frontier_tables_summary_and_science_calls(
     coef = [{"kind": "coefficient", "name": name, "estimate": b, "se": s,
              "ci_low": b - z * s, "ci_high": b + z * s}
             for name, b, s in zip(pf.COEFFICIENTS, [1.0, 2.0, 3.0], se, strict=True)]  # fmt: skip
+    # b1 / b2 = 2 / 3 by the delta method: gradient (0, 1/b2, -b1/b2^2) on the diagonal cov.
+    ratio_se = math.sqrt((1 / 3) ** 2 * 0.09 + (2 / 9) ** 2 * 0.16)
+    ratio = {"estimate": 2 / 3, "ci_low": 2 / 3 - z * ratio_se, "ci_high": 2 / 3 + z * ratio_se}
     expected = pd.DataFrame(coef + [
+        {"kind": "coefficient_ratio", "name": "log_frequency/log_reliability", **ratio},
         {"kind": "contour", "name": "p50", "frequency": 0.25, "reliability": 0.8,
          "ci_low": 0.7, "ci_high": 0.9, "n": 11},
         {"kind": "contour", "name": "p50", "frequency": 1.0, "reliability": 0.4,
@@ -454,6 +463,9 @@ def test_estimate_frontier_tables_summary_and_science_calls(
     pd.testing.assert_frame_equal(table, expected, check_dtype=False)
 
     moves = f"2x: {math.log(2) / -0.25:+.2f}, 0.5x: {math.log(0.5) / -0.25:+.2f}"
+    got_ratio = summary.pop("coefficient_ratio")
+    assert got_ratio.pop("name") == "log_frequency/log_reliability"
+    assert got_ratio == pytest.approx(ratio, rel=1e-12, abs=0)
     assert summary == {
         "status": "ok", "metric": "m", "method": "t", "fit_method": "mle", "level": 0.9,
         "n_runs": 7, "n_runs_excluded": 2, "seeds": [0, 1, 2], "budget_steps": [1000, 2000],
@@ -463,13 +475,19 @@ def test_estimate_frontier_tables_summary_and_science_calls(
         "monotone_increasing": True,
         "coefficients": {row["name"]: {"estimate": row["estimate"], "ci_low": row["ci_low"],
                                        "ci_high": row["ci_high"]} for row in coef},
+        # The bootstrap's method is the fit's; its counts come from the band's table.
+        "bootstrap": {"method": "firth", "n_bootstrap": 7, "dropped": DROPPED},
         "growth": {"status": "ok", "alpha": 0.5, "beta": -0.25, "beta_ci": [-0.5, -0.1],
-                   "n": 3, "r_squared": 0.75},
+                   "n": 3, "r_squared": 0.75, "distance_range": [-3.5, 1.5]},
         "budget_shift": {"x2": -2.0, "x0.5": None},
+        "budget_shift_extrapolated": {"x2": True, "x0.5": False},
         "longer_budget": "S* grows by a factor exp(0.25) per unit of log-distance towards the "
         f"frontier; extrapolating, a longer budget moves the frontier by ({moves}) in "
-        "(log f, log r) distance, towards rarer and less reliable repetition",
+        "(log f, log r) distance, towards rarer and less reliable repetition; the 0.5x shift "
+        "lies outside the distances of the runs fitted ([-3.50, +1.50]): a straight-line "
+        "extrapolation",
     }  # fmt: skip
+    assert [type(v) for v in summary["budget_shift_extrapolated"].values()] == [bool, bool]
 
 
 def test_estimate_frontier_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -482,6 +500,8 @@ def test_estimate_frontier_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls["growth"][2] == 0.95 and calls["shift"][3] == (2.0, 4.0)
     assert summary["fit_method"] == "firth" and summary["level"] == 0.95
     assert summary["budget_shift"] == {"x2": -2.0, "x4": None}
+    assert summary["budget_shift_extrapolated"] == {"x2": True, "x4": False}
+    assert summary["bootstrap"] == {"method": "firth", "n_bootstrap": 200, "dropped": DROPPED}
     z = norm.ppf(0.95)  # the fit's own level (0.9) sets its Wald intervals
     assert summary["coefficients"]["log_reliability"] == {
         "estimate": 3.0,
@@ -520,7 +540,7 @@ def test_degenerate_frontier_is_reported_not_faked(
     pareto: list,
 ) -> None:  # fmt: skip
     monkeypatch.setattr(pf, "fit_frontier", _no_fit)
-    cells = frontier_cells().assign(formed=formed)
+    cells = frontier_cells().assign(formed=formed, status=status_of(formed))
     if status == "all_formed":  # a cell that dominates every other one
         cells.loc[cells["run_name"] == "c_s0", "reliability"] = 0.25
         cells.loc[cells["run_name"] == "c_s0", "frequency"] = 0.25
@@ -541,9 +561,11 @@ def test_degenerate_frontier_is_reported_not_faked(
         "n_runs_fitted": n_fitted, "n_runs_formed": n_formed, "separated": None,
         "converged": None, "monotone_increasing": None,
         "coefficients": {name: null for name in pf.COEFFICIENTS},
+        "coefficient_ratio": {"name": "log_frequency/log_reliability", **null},
+        "bootstrap": None,
         "growth": {"status": status, "alpha": None, "beta": None, "beta_ci": [None, None],
-                   "n": 0, "r_squared": None},
-        "budget_shift": {}, "longer_budget": where,
+                   "n": 0, "r_squared": None, "distance_range": [None, None]},
+        "budget_shift": {}, "budget_shift_extrapolated": {}, "longer_budget": where,
     }  # fmt: skip
 
 
@@ -553,6 +575,8 @@ def test_degenerate_frontier_is_reported_not_faked(
 def _frontier_table() -> pd.DataFrame:
     return pd.DataFrame([
         {"kind": "coefficient", "name": "intercept", "estimate": 1.0},
+        {"kind": "coefficient_ratio", "name": "log_frequency/log_reliability",
+         "estimate": 0.5, "ci_low": 0.25, "ci_high": 0.75},
         {"kind": "contour", "name": "p50", "frequency": 0.25, "reliability": 0.8,
          "ci_low": 0.7, "ci_high": 0.9, "n": 11},
         {"kind": "contour", "name": "p50", "frequency": np.nan, "reliability": 0.4,
@@ -711,6 +735,8 @@ def _mlflow_summary() -> dict[str, Any]:
         "n_runs_excluded": 2, "monotone_increasing": True, "separated": False,
         "coefficients": {"intercept": {"estimate": 1, "ci_low": None, "ci_high": 2.5},
                          "log_frequency": {"estimate": 2.0, "ci_low": 1.0, "ci_high": 3.0}},
+        "coefficient_ratio": {"name": "log_frequency/log_reliability", "estimate": 0.5,
+                              "ci_low": 0.25, "ci_high": 0.75},
         "growth": {"beta": -0.25, "r_squared": None, "alpha": 9.0},
         "budget_shift": {"x2": -1.5, "x4": None},
         "longer_budget": "y" * 6000,
@@ -729,7 +755,9 @@ def test_log_pareto_to_mlflow_starts_and_closes_its_own_run(
             "pareto.frontier_fitted": 1.0, "pareto.intercept.estimate": 1.0,
             "pareto.intercept.ci_high": 2.5, "pareto.log_frequency.estimate": 2.0,
             "pareto.log_frequency.ci_low": 1.0, "pareto.log_frequency.ci_high": 3.0,
-            "pareto.n_runs": 7.0, "pareto.n_runs_fitted": 5.0, "pareto.n_runs_formed": 3.0,
+            "pareto.coefficient_ratio.estimate": 0.5, "pareto.coefficient_ratio.ci_low": 0.25,
+            "pareto.coefficient_ratio.ci_high": 0.75, "pareto.n_runs": 7.0,
+            "pareto.n_runs_fitted": 5.0, "pareto.n_runs_formed": 3.0,
             "pareto.n_runs_excluded": 2.0, "pareto.growth.beta": -0.25,
             "pareto.budget_shift.x2": -1.5,
         }),
@@ -744,7 +772,9 @@ def test_log_pareto_to_mlflow_uses_the_active_run_and_closes_on_failure(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     summary = {**_mlflow_summary(), "status": "none_formed", "growth": {"r_squared": 0.5},
-               "monotone_increasing": None, "separated": None, "longer_budget": "why"}  # fmt: skip
+               "monotone_increasing": None, "separated": None, "longer_budget": "why",
+               "coefficient_ratio": {"name": "log_frequency/log_reliability", "estimate": None,
+                                     "ci_low": None, "ci_high": 0.75}}  # fmt: skip
     active = _FakeMlflow(active=object())
     monkeypatch.setitem(sys.modules, "mlflow", active)
     nodes.log_pareto_to_mlflow(summary)
@@ -752,6 +782,14 @@ def test_log_pareto_to_mlflow_uses_the_active_run_and_closes_on_failure(
     metrics = active.calls[0][1]
     assert metrics["pareto.frontier_fitted"] == 0.0 and metrics["pareto.growth.r_squared"] == 0.5
     assert "pareto.growth.beta" not in metrics
+    # Null ratio bounds are left out, the others logged.
+    ratio = {k: v for k, v in metrics.items() if k.startswith("pareto.coefficient_ratio.")}
+    assert ratio == {"pareto.coefficient_ratio.ci_high": 0.75}
+    # A summary without a coefficient_ratio block (written before it existed) logs none.
+    older = _FakeMlflow(active=object())
+    monkeypatch.setitem(sys.modules, "mlflow", older)
+    nodes.log_pareto_to_mlflow({k: v for k, v in summary.items() if k != "coefficient_ratio"})
+    assert not any(k.startswith("pareto.coefficient_ratio") for k in older.calls[0][1])
     assert active.calls[1][1] == {"pareto.status": "none_formed",
                                   "pareto.monotone_increasing": "None",
                                   "pareto.separated": "None", "pareto.longer_budget": "why"}  # fmt: skip
@@ -766,7 +804,8 @@ def _with_zero_reliability_cell() -> pd.DataFrame:
     """The frontier cells plus a successful run at r = 0 (outside the log-scale grid)."""
     extra = {"run_name": "z_s0", "label": "z", "seed": 0, "frequency": 0.5, "reliability": 0.0,
              "formed": 1.0, "step": 20.0, "budget_steps": 1000, "ci_low": 15.0,
-             "ci_high": 25.0, "budget_tokens": 64000, "metric": "m", "method": "t"}  # fmt: skip
+             "ci_high": 25.0, "budget_tokens": 64000, "metric": "m", "method": "t",
+             "status": "emerged"}  # fmt: skip
     return pd.concat([frontier_cells(), pd.DataFrame([extra])], ignore_index=True)
 
 
@@ -806,3 +845,4 @@ def test_a_single_run_reports_too_few_runs(monkeypatch: pytest.MonkeyPatch) -> N
     assert (summary["n_runs"], summary["n_runs_fitted"], summary["n_runs_formed"]) == (1, 1, 1)
     assert summary["pareto_set"] == [{"frequency": 0.25, "reliability": 0.5}]
     assert table["kind"].tolist() == ["coefficient"] * 3 + ["pareto_set"]
+    assert summary["coefficient_ratio"]["estimate"] is None and summary["bootstrap"] is None

@@ -54,6 +54,13 @@ def measured(path: str, f: float, r: float, seed: int, n_batches: int, batch_siz
     return measure_repetition(np.concatenate(batches))
 
 
+def status_of(formed: Any) -> list[str]:
+    """An emergence status consistent with each ``formed`` value (1 -> emerged, 0 -> censored,
+    NaN -> fit_failed), as the cell table's ``formed`` / ``status`` check requires."""
+    return ["fit_failed" if np.isnan(f) else "emerged" if f == 1 else "censored"
+            for f in np.asarray(formed, dtype=float)]  # fmt: skip
+
+
 def frontier_cells() -> pd.DataFrame:
     """7 runs over 5 cells; one with f = 0 and one with an unknown outcome are not fitted."""
     rows = [  # run, label, seed, f, r, formed, step, budget steps
@@ -73,4 +80,5 @@ def frontier_cells() -> pd.DataFrame:
     return table.assign(
         ci_low=table["step"] - 5, ci_high=table["step"] + 5,
         budget_tokens=table["budget_steps"] * 64, metric="m", method="t",
+        status=status_of(table["formed"]),
     )  # fmt: skip

@@ -4,6 +4,7 @@ independently (the sampler's own batches, hand-written tables)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -99,3 +100,52 @@ def test_cell_aggregates_take_sstar_from_the_seeds_that_formed_only():
     assert cells.loc[(0.5, 1.0), "sstar_median"] == 1600.0  # median of 1500 and 1700, not 1700
     assert np.isnan(cells.loc[(1.0, 1.0), "sstar_median"])  # none formed: grey, not the budget
     assert cells.loc[(1.0, 1.0), "formed_share"] == 0.0
+
+
+def _status_table(rows: list[tuple], index: list[int] | None = None) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["run_name", "status", "formed"], index=index)
+
+
+def test_formed_matches_status_passes_on_a_consistent_table() -> None:
+    table = _status_table(
+        [("a", "emerged", 1.0), ("b", "left_censored", 1), ("c", "censored", 0.0),
+         ("d", "fit_failed", np.nan), ("e", "fit_failed", None), ("f", None, np.nan),
+         ("g", "emerged", "1")],
+        index=[7, 3, 5, 0, 9, 1, 2],
+    )  # fmt: skip
+    assert pareto_cells.check_formed_matches_status(table) is None
+    assert pareto_cells.check_formed_matches_status(frontier_cells()) is None
+    assert pareto_cells.check_formed_matches_status(table.iloc[:0]) is None
+
+
+def test_formed_disagreeing_with_status_names_every_run() -> None:
+    table = _status_table(
+        [("a", "emerged", 1.0), ("b", "censored", 1.0), ("c", "fit_failed", np.nan),
+         ("d", "fit_failed", 0.0), ("e", "left_censored", 1.0)],
+        index=[4, 3, 2, 1, 0],
+    )  # fmt: skip
+    expected = (
+        "pareto.cell_table: formed disagrees with status for 2 run(s): "
+        "b (formed=1.0, status=censored), d (formed=0.0, status=fit_failed)"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+        pareto_cells.check_formed_matches_status(table)
+    # A formed run with no outcome, a left-censored one read as not formed.
+    stale = frontier_cells()
+    stale.loc[stale["run_name"] == "a_s0", "formed"] = np.nan
+    stale.loc[stale["run_name"] == "d_s2", "status"] = "left_censored"
+    stale.loc[stale["run_name"] == "d_s2", "formed"] = 0.0
+    expected = (
+        "pareto.cell_table: formed disagrees with status for 2 run(s): "
+        "d_s2 (formed=0.0, status=left_censored), a_s0 (formed=nan, status=emerged)"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+        pareto_cells.check_formed_matches_status(stale)
+
+
+def test_check_formed_needs_a_status_column():
+    table = pd.DataFrame({"run_name": ["a"], "formed": [1.0]})
+    with pytest.raises(
+        ValueError, match=r"^pareto.cell_table: no status column to check formed against$"
+    ):
+        pareto_cells.check_formed_matches_status(table)

@@ -189,6 +189,10 @@ def log_pareto_to_mlflow(frontier_summary: Mapping[str, Any]) -> None:
         for key, value in block.items():
             if value is not None:
                 metrics[f"pareto.{name}.{key}"] = float(value)
+    for key in ("estimate", "ci_low", "ci_high"):
+        value = frontier_summary.get("coefficient_ratio", {}).get(key)
+        if value is not None:
+            metrics[f"pareto.coefficient_ratio.{key}"] = float(value)
     for key in ("n_runs", "n_runs_fitted", "n_runs_formed", "n_runs_excluded"):
         metrics[f"pareto.{key}"] = float(frontier_summary[key])
     growth = frontier_summary["growth"]

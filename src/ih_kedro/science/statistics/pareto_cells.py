@@ -186,6 +186,30 @@ def build_cell_table(
     return table[list(CELL_COLUMNS)]
 
 
+def check_formed_matches_status(cell_table: pd.DataFrame) -> None:
+    """Raise ``ValueError`` naming every run whose ``formed`` disagrees with its ``status``.
+
+    ``formed`` is what the frontier is fitted on; it must be the reading of ``status`` that
+    :func:`~ih_kedro.science.statistics.pareto_frontier.formed_from_status` gives (1 for
+    emerged / left-censored, 0 for censored, NaN otherwise), so an edited or stale column
+    cannot silently move the frontier.
+    """
+    if "status" not in cell_table.columns:
+        raise ValueError("pareto.cell_table: no status column to check formed against")
+    expected = pf.formed_from_status(cell_table["status"].astype(str))
+    given = pd.to_numeric(cell_table["formed"], errors="coerce").astype(float)
+    agree = (given == expected) | (given.isna() & expected.isna())
+    if not agree.all():
+        bad = cell_table.loc[~agree]
+        runs = ", ".join(
+            f"{r.run_name} (formed={f}, status={r.status})"
+            for r, f in zip(bad.itertuples(index=False), given[~agree], strict=True)
+        )
+        raise ValueError(
+            f"pareto.cell_table: formed disagrees with status for {len(bad)} run(s): {runs}"
+        )
+
+
 def fit_runs(cell_table: pd.DataFrame) -> pd.DataFrame:
     """Runs usable by the log-scale fit: known outcome, both knobs > 0."""
     runs = cell_table[cell_table["formed"].notna()].copy()

@@ -120,6 +120,32 @@ class FrontierFit:
             return np.full(f.shape, np.nan)
         return np.exp((logit(p) - self.coef[0] - self.coef[1] * np.log(f)) / self.coef[2])
 
+    def coefficient_ratio(self) -> tuple[float, float, float]:
+        """``b1 / b2`` (how much log frequency weighs against log reliability) and its Wald CI
+        at ``level`` by the delta method: ``(ratio, ci_low, ci_high)``, NaN when ``b2 = 0``.
+
+        On the 50% contour ``b1 log f + b2 log r = const``: a ratio of 0.5 means halving the
+        reliability costs what a quarter of the frequency does ("reliability weighs twice").
+        """
+        b1, b2 = float(self.coef[1]), float(self.coef[2])
+        if b2 == 0 or not math.isfinite(b2):
+            return math.nan, math.nan, math.nan
+        ratio = b1 / b2
+        gradient = np.array([0.0, 1.0 / b2, -b1 / b2**2])  # d(b1/b2)/d(b0, b1, b2)
+        variance = float(gradient @ self.cov @ gradient)
+        half = norm.ppf(0.5 + self.level / 2) * math.sqrt(max(variance, 0.0))
+        return ratio, ratio - half, ratio + half
+
+    def log_contour(self, frequency: Any, p: float = 0.5) -> np.ndarray:
+        """``log`` of :meth:`contour`, computed on the log scale (no overflow when ``b2`` is
+        tiny): NaN when ``b2 <= 0`` and wherever the value is not finite."""
+        f = np.asarray(frequency, dtype=float)
+        if not self.coef[2] > 0:
+            return np.full(f.shape, np.nan)
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            log_r = (logit(p) - self.coef[0] - self.coef[1] * np.log(f)) / self.coef[2]
+        return np.where(np.isfinite(log_r), log_r, np.nan)
+
     def distance(self, frequency: Any, reliability: Any) -> np.ndarray:
         """Signed distance from the 50% frontier in the (log f, log r) plane (+ = forming side)."""
         norm_b = float(np.hypot(self.coef[1], self.coef[2]))
@@ -252,6 +278,31 @@ def fit_frontier(
     )
 
 
+BOOTSTRAP_DROPS = ("one_outcome", "fit_failed", "not_converged", "no_contour")
+"""Why a bootstrap replicate gives no contour (counted per reason in the band's table)."""
+
+
+def _replicate_contour(
+    sample: pd.DataFrame, grid: np.ndarray, method: str, level: float
+) -> tuple[np.ndarray | None, str | None]:
+    """One replicate's log contour on ``grid`` (G,), or ``None`` and why it was dropped."""
+    y = sample["formed"].to_numpy(dtype=float)
+    if y.min() == y.max():
+        return None, "one_outcome"
+    try:
+        fit = fit_frontier(
+            sample["frequency"], sample["reliability"], y, method=method, level=level
+        )
+    except (ValueError, np.linalg.LinAlgError):
+        return None, "fit_failed"  # e.g. method mle on a separated resample
+    if not fit.converged:
+        return None, "not_converged"
+    curve = fit.log_contour(grid)  # (G,)
+    if not np.isfinite(curve).any():
+        return None, "no_contour"  # b2 <= 0: no 50% contour in reliability
+    return curve, None
+
+
 def bootstrap_contour(
     runs: pd.DataFrame,
     frequency_grid: np.ndarray,
@@ -264,37 +315,38 @@ def bootstrap_contour(
 ) -> pd.DataFrame:
     """The 50% contour on ``frequency_grid`` with a pointwise percentile bootstrap band.
 
+    Every replicate is refitted with the same ``method`` as the full fit, and the band spans
+    the central ``level`` of the replicates' contours. A replicate is dropped, and counted by
+    reason, when its resample has one outcome only, its fit fails (``mle`` under separation),
+    its fit did not converge, or it has no contour (``b2 <= 0``).
+
     ``runs`` has columns ``frequency, reliability, formed`` (and ``cell`` for ``unit="cell"``).
     Returns one row per frequency: ``frequency, reliability_50`` (the fit on all runs),
-    ``band_low, band_high`` (percentiles of the refits' contours; replicates without a contour,
-    e.g. ``b2 <= 0`` or a failed fit, are left out and counted in ``n_replicates``).
+    ``band_low, band_high``, ``n_replicates`` (replicates with a finite contour there),
+    ``n_bootstrap``, ``level``, ``method`` and ``n_dropped_<reason>`` for each
+    :data:`BOOTSTRAP_DROPS` reason.
     """
     if unit not in ("run", "cell"):
         raise ValueError(f"pareto.frontier.bootstrap_unit: {unit!r} is not 'run' or 'cell'")
     grid = np.asarray(frequency_grid, dtype=float)
-    full = fit_frontier(runs["frequency"], runs["reliability"], runs["formed"], method=method)
+    full = fit_frontier(
+        runs["frequency"], runs["reliability"], runs["formed"], method=method, level=level
+    )
     rng = np.random.default_rng(seed)
     groups = (
         [np.flatnonzero(runs["cell"].to_numpy() == c) for c in pd.unique(runs["cell"])]
         if unit == "cell"
         else [np.array([i]) for i in range(len(runs))]
     )
-    curves = []
+    curves, dropped = [], dict.fromkeys(BOOTSTRAP_DROPS, 0)
     for _ in range(n_bootstrap):
         picks = rng.integers(0, len(groups), size=len(groups))
-        index = np.concatenate([groups[i] for i in picks])
-        sample = runs.iloc[index]
-        y = sample["formed"].to_numpy(dtype=float)
-        if y.min() == y.max():
-            continue  # one outcome only: no contour
-        try:
-            X = _design(sample["frequency"].to_numpy(), sample["reliability"].to_numpy())
-            coef, cov, _ = _firth(X, y)
-        except (ValueError, np.linalg.LinAlgError):
-            continue
-        fit = FrontierFit(coef=coef, cov=cov, method="firth", n_runs=len(y),
-                          n_formed=int(y.sum()), converged=True)  # fmt: skip
-        curves.append(np.log(fit.contour(grid)))
+        sample = runs.iloc[np.concatenate([groups[i] for i in picks])]
+        curve, reason = _replicate_contour(sample, grid, method, level)
+        if reason is not None:
+            dropped[reason] += 1
+        else:
+            curves.append(curve)
     tail = (1 - level) / 2 * 100
     stack = np.array(curves) if curves else np.full((1, grid.shape[0]), np.nan)  # (m, G)
     with warnings.catch_warnings():
@@ -302,6 +354,8 @@ def bootstrap_contour(
         low = np.exp(np.nanpercentile(stack, tail, axis=0))  # (G,)
         high = np.exp(np.nanpercentile(stack, 100 - tail, axis=0))  # (G,)
     valid = np.isfinite(stack).sum(axis=0)  # (G,)
+    if sum(dropped.values()):
+        logger.info("pareto bootstrap (%s): replicates dropped %s", method, dropped)
     return pd.DataFrame(
         {
             "frequency": grid,
@@ -311,6 +365,8 @@ def bootstrap_contour(
             "n_replicates": valid.astype(int),
             "n_bootstrap": int(n_bootstrap),
             "level": float(level),
+            "method": method,
+            **{f"n_dropped_{reason}": int(n) for reason, n in dropped.items()},
         }
     )
 
@@ -348,6 +404,7 @@ class GrowthFit:
     n: int
     r_squared: float
     status: str  # "ok" or why not
+    distance_range: tuple[float, float] = (math.nan, math.nan)  # of the runs fitted
 
     def predict(self, distance: Any) -> np.ndarray:
         return np.exp(self.alpha + self.beta * np.asarray(distance, dtype=float))
@@ -364,6 +421,7 @@ def fit_sstar_growth(distance: Any, sstar: Any, level: float = 0.95) -> GrowthFi
     nan2 = (math.nan, math.nan)
     if n < 3 or np.ptp(d[keep]) == 0:
         return GrowthFit(math.nan, math.nan, nan2, nan2, n, math.nan, "too_few_emerged_runs")
+    observed = (float(d[keep].min()), float(d[keep].max()))
     result = sm.OLS(np.log(s[keep]), sm.add_constant(d[keep])).fit()
     ci = np.asarray(result.conf_int(alpha=1 - level))
     return GrowthFit(
@@ -374,6 +432,7 @@ def fit_sstar_growth(distance: Any, sstar: Any, level: float = 0.95) -> GrowthFi
         n=n,
         r_squared=float(result.rsquared),
         status="ok",
+        distance_range=observed,
     )
 
 
@@ -389,8 +448,11 @@ def budget_shift(
     times the budget reaches ``d_k = log(k) / beta`` (negative: the non-forming side). The
     moved frontier is the line ``eta = d_k * ||(b1, b2)||``. Returns one row per factor and
     frequency: ``budget_factor, frequency, shift, shift_low, shift_high`` (``d_k`` and its range
-    from ``beta``'s CI) and ``reliability_50`` on the moved frontier. Rows are NaN when the
-    growth fit is unavailable or ``beta >= 0`` (no sign that S* grows near the frontier).
+    from ``beta``'s CI), ``reliability_50`` on the moved frontier and ``extrapolated``: True
+    when ``d_k`` lies outside the distances of the runs the growth was fitted on (the moved
+    frontier is then a straight-line extrapolation of the trend, not an interpolation). Rows
+    are NaN (``extrapolated`` False) when the growth fit is unavailable or ``beta >= 0`` (no
+    sign that S* grows near the frontier).
     """
     grid = np.asarray(frequency_grid, dtype=float)
     norm_b = float(np.hypot(fit.coef[1], fit.coef[2]))
@@ -402,6 +464,8 @@ def budget_shift(
         finite = [e for e in ends if math.isfinite(e)]
         low = min(finite) if len(finite) == 2 else -math.inf if usable else math.nan
         high = max(finite) if finite else math.nan
+        d_min, d_max = growth.distance_range
+        extrapolated = bool(usable and not d_min <= shift <= d_max)
         if usable:
             log_r = (shift * norm_b - fit.coef[0] - fit.coef[1] * np.log(grid)) / fit.coef[2]
             reliability = np.exp(log_r)
@@ -416,12 +480,14 @@ def budget_shift(
                     "shift_low": low,
                     "shift_high": high,
                     "reliability_50": float(r),
+                    "extrapolated": extrapolated,
                 }
             )
     return pd.DataFrame(rows)
 
 
 __all__ = [
+    "BOOTSTRAP_DROPS",
     "COEFFICIENTS",
     "FORMED_STATUSES",
     "FrontierFit",

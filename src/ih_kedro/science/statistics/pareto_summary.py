@@ -21,7 +21,11 @@ import numpy as np
 import pandas as pd
 
 from ih_kedro.science.statistics import pareto_frontier as pf
-from ih_kedro.science.statistics.pareto_cells import aggregate_cells, fit_runs
+from ih_kedro.science.statistics.pareto_cells import (
+    aggregate_cells,
+    check_formed_matches_status,
+    fit_runs,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +105,9 @@ def _frontier_rows(fits: _FrontierFits, ci: np.ndarray, pareto_set: pd.DataFrame
     for i, name in enumerate(pf.COEFFICIENTS):
         rows.append({"kind": "coefficient", "name": name, "estimate": fit.coef[i],
                      "se": fit.se[i], "ci_low": ci[i, 0], "ci_high": ci[i, 1]})  # fmt: skip
+    ratio, ratio_low, ratio_high = fit.coefficient_ratio()
+    rows.append({"kind": "coefficient_ratio", "name": "log_frequency/log_reliability",
+                 "estimate": ratio, "ci_low": ratio_low, "ci_high": ratio_high})  # fmt: skip
     for row in contour.itertuples(index=False):
         rows.append({"kind": "contour", "name": "p50", "frequency": row.frequency,
                      "reliability": row.reliability_50, "ci_low": row.band_low,
@@ -124,6 +131,10 @@ def _frontier_rows(fits: _FrontierFits, ci: np.ndarray, pareto_set: pd.DataFrame
 def _fitted_summary(base: dict[str, Any], fits: _FrontierFits, ci: np.ndarray) -> dict[str, Any]:
     """``frontier_summary`` of a fitted frontier (before :func:`_json_safe`)."""
     fit, growth, factors, shift = fits.fit, fits.growth, fits.factors, fits.shift
+    ratio, ratio_low, ratio_high = fit.coefficient_ratio()
+    dropped = {
+        reason: int(fits.contour[f"n_dropped_{reason}"].iloc[0]) for reason in pf.BOOTSTRAP_DROPS
+    }
     return {
         "status": "ok",
         **base,
@@ -140,6 +151,18 @@ def _fitted_summary(base: dict[str, Any], fits: _FrontierFits, ci: np.ndarray) -
             }  # fmt: skip
             for i, name in enumerate(pf.COEFFICIENTS)
         },
+        # How much log frequency weighs against log reliability on the contour (delta method).
+        "coefficient_ratio": {
+            "name": "log_frequency/log_reliability",
+            "estimate": ratio,
+            "ci_low": ratio_low,
+            "ci_high": ratio_high,
+        },
+        "bootstrap": {
+            "method": fit.method,
+            "n_bootstrap": int(fits.contour["n_bootstrap"].iloc[0]),
+            "dropped": dropped,
+        },
         "growth": {
             "status": growth.status,
             "alpha": growth.alpha,
@@ -147,9 +170,14 @@ def _fitted_summary(base: dict[str, Any], fits: _FrontierFits, ci: np.ndarray) -
             "beta_ci": list(growth.beta_ci),
             "n": growth.n,
             "r_squared": growth.r_squared,
+            "distance_range": list(growth.distance_range),
         },
         "budget_shift": {
             f"x{k:g}": _finite_or_none(shift.loc[shift["budget_factor"] == k, "shift"].iloc[0])
+            for k in factors
+        },
+        "budget_shift_extrapolated": {
+            f"x{k:g}": bool(shift.loc[shift["budget_factor"] == k, "extrapolated"].iloc[0])
             for k in factors
         },
         "longer_budget": _longer_budget_sentence(growth, factors),
@@ -177,6 +205,7 @@ def estimate_frontier(
     """
     level = float(params.get("level", 0.95))
     fit_method = str(params.get("fit_method", "firth"))
+    check_formed_matches_status(cell_table)
     runs = fit_runs(cell_table)
     excluded = len(cell_table) - len(runs)
     cells = aggregate_cells(cell_table)
@@ -232,6 +261,8 @@ def _degenerate_frontier(
         "converged": None,
         "monotone_increasing": None,
         "coefficients": {name: dict(nan3) for name in pf.COEFFICIENTS},
+        "coefficient_ratio": {"name": "log_frequency/log_reliability", **nan3},
+        "bootstrap": None,
         "growth": {
             "status": status,
             "alpha": None,
@@ -239,8 +270,10 @@ def _degenerate_frontier(
             "beta_ci": [None, None],
             "n": 0,
             "r_squared": None,
+            "distance_range": [None, None],
         },  # fmt: skip
         "budget_shift": {},
+        "budget_shift_extrapolated": {},
         "longer_budget": where,
     }
     return table, _json_safe(summary)
@@ -279,5 +312,25 @@ def _longer_budget_sentence(growth: pf.GrowthFit, factors: tuple[float, ...]) ->
     return (
         f"S* grows by a factor exp({-growth.beta:.2f}) per unit of log-distance towards the "
         f"frontier; extrapolating, a longer budget moves the frontier by ({moves}) in "
-        "(log f, log r) distance, towards rarer and less reliable repetition"
+        f"(log f, log r) distance, towards rarer and less reliable repetition"
+        + _extrapolation_clause(growth, factors)
+    )
+
+
+def _extrapolation_clause(growth: pf.GrowthFit, factors: tuple[float, ...]) -> str:
+    """Whether each budget shift lies within the distances of the runs the growth was fitted
+    on ('' when that range is unknown)."""
+    d_min, d_max = growth.distance_range
+    if not (math.isfinite(d_min) and math.isfinite(d_max)):
+        return ""
+    outside = [k for k in factors if not d_min <= math.log(k) / growth.beta <= d_max]
+    if not outside:
+        return (
+            f"; every shift lies within the distances of the runs fitted "
+            f"([{d_min:+.2f}, {d_max:+.2f}])"
+        )
+    shifts = "shift lies" if len(outside) == 1 else "shifts lie"
+    return (
+        f"; the {', '.join(f'{k:g}x' for k in outside)} {shifts} outside the distances of the "
+        f"runs fitted ([{d_min:+.2f}, {d_max:+.2f}]): a straight-line extrapolation"
     )
