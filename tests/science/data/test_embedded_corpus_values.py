@@ -12,21 +12,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import zstandard
 
 from ih_kedro.science.data import embedded_corpus
 from ih_kedro.science.data.embedded_corpus import kjv_documents, kjv_path, write_embedded_corpus
-
-
-def _rec(text: str, set_name: str = "S") -> dict:
-    return {"text": text, "meta": {"pile_set_name": set_name}}
-
-
-def _lines(path: Path) -> list[bytes]:
-    raw = path.read_bytes()
-    if path.name.endswith(".zst"):
-        raw = zstandard.ZstdDecompressor().decompressobj().decompress(raw)
-    return raw.splitlines(keepends=True)
+from tests.science.data.test_corpus_values import _lines, _rec
 
 
 def test_write_embedded_corpus_shards_of_300_named_kjv(

@@ -78,21 +78,8 @@ def law_table(
 
 def grid_table(seed: int = 0, sd: float = 0.05, n_seeds: int = 3) -> pd.DataFrame:
     """Emergence steps on the ``GRID`` x ``GRID`` cells, ``n_seeds`` runs each, none censored."""
-    rng = np.random.default_rng(seed)
-    rows = [
-        {
-            "run_name": f"b{bs}_c{c}_s{s}",
-            "batch_size": bs,
-            "context_length": c,
-            "seed": s,
-            "step": T / (bs**A * c**B) * math.exp(rng.normal(0, sd)),
-            "censored": False,
-        }
-        for bs in GRID
-        for c in GRID
-        for s in range(n_seeds)
-    ]
-    return pd.DataFrame(rows)
+    table = law_table(GRID, GRID, n_seeds=n_seeds, sd=sd, seed=seed)
+    return table.assign(censored=False)
 
 
 def design(table: pd.DataFrame) -> np.ndarray:

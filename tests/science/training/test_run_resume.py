@@ -30,6 +30,8 @@ from ih_kedro.science.training.config import TrainingRunConfig
 from ih_kedro.science.training.run import train_run
 from ih_kedro.science.training.schedules import lr_factor
 
+from .test_run import assert_same_state
+
 VOCAB = 48
 TINY = {"family": "attention_only", "n_layer": 2, "n_head": 2, "d_model": 32}
 LEARNING_RATE = 1e-2
@@ -98,17 +100,6 @@ def weights_and_optimizer(store: CheckpointStore, name: str) -> tuple[dict, dict
     return weights, blob["optimizer"]["state"]
 
 
-def assert_bitwise_equal(a: tuple[dict, dict], b: tuple[dict, dict]) -> None:
-    (weights_a, opt_a), (weights_b, opt_b) = a, b
-    assert weights_a.keys() == weights_b.keys()
-    for key in weights_a:
-        assert torch.equal(weights_a[key], weights_b[key]), key
-    assert opt_a.keys() == opt_b.keys()
-    for index in opt_a:
-        for key in ("exp_avg", "exp_avg_sq", "step"):
-            assert torch.equal(opt_a[index][key], opt_b[index][key]), (index, key)
-
-
 def history(client, run_id: str, key: str) -> list[tuple[int, float]]:
     return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
 
@@ -137,7 +128,7 @@ def check_resumed_equals_straight(store: CheckpointStore, summary: dict, straigh
     assert summary["copied_token_fraction"] == reference["copied_token_fraction"]
     assert store.checkpoint_steps("resume") == straight["store"].checkpoint_steps("resume")
     assert store.checkpoint_steps("resume") == [0, 2, 4, 6, 8, 10]
-    assert_bitwise_equal(
+    assert_same_state(
         weights_and_optimizer(straight["store"], "resume"), weights_and_optimizer(store, "resume")
     )
 

@@ -250,6 +250,11 @@ def fit_frontier(
     if len(y) < 3:
         raise ValueError(f"pareto frontier: need at least 3 runs, got {len(y)}")
     separated = _separable(X, y)
+    return _fit(X, y, method, level, separated)
+
+
+def _fit(X: np.ndarray, y: np.ndarray, method: str, level: float, separated: bool) -> FrontierFit:
+    """The logistic fit of checked outcomes ``y`` (n,) on the design ``X`` (n, 3)."""
     if method == "mle":
         import statsmodels.api as sm
 
@@ -290,9 +295,10 @@ def _replicate_contour(
     if y.min() == y.max():
         return None, "one_outcome"
     try:
-        fit = fit_frontier(
-            sample["frequency"], sample["reliability"], y, method=method, level=level
-        )
+        X = _design(sample["frequency"].to_numpy(), sample["reliability"].to_numpy())  # (n, 3)
+        # Only the MLE needs to know about separation (it does not exist there); Firth is
+        # finite either way, so its replicates skip the linear program (slower than the fit).
+        fit = _fit(X, y, method, level, separated=method == "mle" and _separable(X, y))
     except (ValueError, np.linalg.LinAlgError):
         return None, "fit_failed"  # e.g. method mle on a separated resample
     if not fit.converged:

@@ -111,11 +111,6 @@ def data_lines(ax: Axes) -> list[Line2D]:
     return [line for line in ax.lines if len(line.get_xdata())]
 
 
-def legend_texts(ax: Axes) -> list[str]:
-    legend = ax.get_legend()
-    return [text.get_text() for text in legend.get_texts()]
-
-
 def the_text(ax: Axes) -> tuple[str, tuple[float, float], str, str]:
     (text,) = ax.texts
     return text.get_text(), text.get_position(), text.get_ha(), text.get_va()

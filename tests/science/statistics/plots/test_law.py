@@ -29,6 +29,7 @@ from ih_kedro.science.statistics.plots.law import (
     plot_trajectories,
     run_covariates,
 )
+from tests.science.statistics.plots.artists import legend_texts
 from tests.science.statistics.plots.law_inputs import (
     OBSERVED,
     SIGMA,
@@ -40,7 +41,6 @@ from tests.science.statistics.plots.law_inputs import (
     expected_residuals,
     heads,
     law,
-    legend_texts,
     observed_table,
     residual_table,
     residuals_by_x,

@@ -4,32 +4,12 @@ grid with its labels, the emergence steps with their intervals)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import pytest
-from matplotlib.axes import Axes
 
 from ih_kedro.science.data.variants.markov_process import MarkovProcess, MarkovSpec
 from ih_kedro.science.statistics.plots.markov import plot_conditions, plot_processes
-
-
-@pytest.fixture(autouse=True)
-def _close_figures() -> Iterator[None]:
-    """The plotting functions use pyplot; do not let the figures pile up."""
-    yield
-    plt.close("all")
-
-
-def texts(ax: Axes) -> list[str]:
-    return [t.get_text() for t in ax.get_legend().get_texts()]
-
-
-def ticks(labels: list) -> list[str]:
-    return [t.get_text() for t in labels]
-
+from tests.science.statistics.plots.artists import legend_texts, tick_texts
 
 # ------------------------------------------------------------------ markov: processes
 
@@ -81,7 +61,7 @@ def test_processes_one_column_each_sorted_by_name() -> None:
         assert (target.get_linestyle(), target.get_color()) == ("--", "k")
         np.testing.assert_array_equal(stationary.get_xdata(), states)
         np.testing.assert_array_equal(stationary.get_ydata(), processes[name].stationary)
-        assert texts(ax) == ["target", "stationary"]
+        assert legend_texts(ax) == ["target", "stationary"]
         assert ax.get_legend().get_texts()[0].get_fontsize() == 7
         assert ax.get_title() == "KL 0.0012 nats" and ax.title.get_fontsize() == 8
         assert ax.get_xlabel() == "state"
@@ -134,9 +114,9 @@ def test_conditions_grid_in_order_of_appearance_with_labels() -> None:
     ]
     assert {t.get_fontsize() for t in left.texts} == {8}
     np.testing.assert_array_equal(left.get_xticks(), [0, 1])
-    assert ticks(left.get_xticklabels()) == ["low", "high"]
+    assert tick_texts(left.get_xticklabels()) == ["low", "high"]
     np.testing.assert_array_equal(left.get_yticks(), [0, 1, 2])
-    assert ticks(left.get_yticklabels()) == ["zipf", "base", "odd"]
+    assert tick_texts(left.get_yticklabels()) == ["zipf", "base", "odd"]
     assert left.get_title() == "Induction heads formed within the budget?"
     np.testing.assert_allclose(fig.get_size_inches(), (12.0, 0.6 * 5 + 1.5))
 
@@ -156,7 +136,7 @@ def test_conditions_emergence_steps_with_their_intervals() -> None:
     np.testing.assert_array_equal(segments[:, :, 1], [[0, 0], [1, 1], [2, 2]])
     assert caps[0].get_markersize() == 6.0  # capsize 3
     np.testing.assert_array_equal(right.get_yticks(), [0, 1, 2])
-    assert ticks(right.get_yticklabels()) == ["zipf@low", "zipf@high", "odd@low"]
+    assert tick_texts(right.get_yticklabels()) == ["zipf@low", "zipf@high", "odd@low"]
     assert right.get_xlabel() == "S* (steps), 95% CI"
     assert right.get_title() == "Emergence step of the conditions that formed"
 

@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterator
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import pytest
-from matplotlib.axes import Axes
 from matplotlib.collections import FillBetweenPolyCollection, PathCollection, QuadMesh
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
@@ -33,22 +30,7 @@ from ih_kedro.science.statistics.plots.pareto import (
     plot_frontier_heatmap,
     plot_sstar_vs_distance,
 )
-
-
-@pytest.fixture(autouse=True)
-def _close_figures() -> Iterator[None]:
-    """The plotting functions use pyplot; do not let the figures pile up."""
-    yield
-    plt.close("all")
-
-
-def texts(ax: Axes) -> list[str]:
-    return [t.get_text() for t in ax.get_legend().get_texts()]
-
-
-def ticks(labels: list) -> list[str]:
-    return [t.get_text() for t in labels]
-
+from tests.science.statistics.plots.artists import legend_texts, tick_texts
 
 # ------------------------------------------------------------------ pareto: grid helpers
 
@@ -166,9 +148,9 @@ def test_heatmap_axes_ticks_at_the_grid_values_and_titles() -> None:
     for ax, title in zip(fig.axes[:2], titles, strict=True):
         assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
         np.testing.assert_array_equal(ax.get_xticks(), [1, 4])
-        assert ticks(ax.get_xticklabels()) == ["1", "4"]
+        assert tick_texts(ax.get_xticklabels()) == ["1", "4"]
         np.testing.assert_array_equal(ax.get_yticks(), [0.25, 0.5, 1.0])
-        assert ticks(ax.get_yticklabels()) == ["0.25", "0.5", "1"]
+        assert tick_texts(ax.get_yticklabels()) == ["0.25", "0.5", "1"]
         assert isinstance(ax.xaxis.get_minor_locator(), NullLocator)
         assert isinstance(ax.yaxis.get_minor_locator(), NullLocator)
         np.testing.assert_allclose(ax.get_xlim(), (F_EDGES[0], F_EDGES[-1]))
@@ -210,7 +192,7 @@ def test_heatmap_frontier_band_and_budget_shifts_on_both_panels() -> None:
             ("--", 1.0, "tab:blue")
         ] * 2
     legend = fig.axes[0].get_legend()
-    assert texts(fig.axes[0]) == [
+    assert legend_texts(fig.axes[0]) == [
         "Pareto set",
         "90% bootstrap band",
         "P = 0.5",
@@ -338,7 +320,7 @@ def test_sstar_censored_runs_budget_and_growth_line() -> None:
     np.testing.assert_allclose(growth.get_ydata(), np.exp(6.0 - 0.5 * d))
     assert growth.get_color() == "black"
     assert growth.get_label() == "log S* = 6.00 + (-0.50) d, CI [-0.70, -0.30], n=4"
-    assert texts(ax) == [
+    assert legend_texts(ax) == [
         "not formed (at the budget)",
         "budget 1500 steps",
         "log S* = 6.00 + (-0.50) d, CI [-0.70, -0.30], n=4",
@@ -362,11 +344,11 @@ def test_sstar_line_starts_at_the_frontier_and_needs_a_growth_fit() -> None:
     assert len(ax.collections) == 1  # no censored run: no triangles
     growth = ax.lines[-1]
     np.testing.assert_allclose(growth.get_xdata(), np.linspace(0.0, 1.5, 100))
-    assert texts(ax) == ["budget 1000 steps", growth.get_label(), "formed: S* with CI"]
+    assert legend_texts(ax) == ["budget 1000 steps", growth.get_label(), "formed: S* with CI"]
     failed = GrowthFit(math.nan, math.nan, (math.nan,) * 2, (math.nan,) * 2, 2, math.nan,
                        "too_few_emerged_runs")  # fmt: skip
     fig = plot_sstar_vs_distance(runs(), failed, 1500.0)
-    assert texts(fig.axes[0]) == [
+    assert legend_texts(fig.axes[0]) == [
         "not formed (at the budget)",
         "budget 1500 steps",
         "formed: S* with CI",
