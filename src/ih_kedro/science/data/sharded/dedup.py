@@ -135,10 +135,6 @@ def _merge_ingestion(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     return {"stats": merged}
 
 
-def _doc_ids(paths: Sequence[Path], rows: np.ndarray) -> list[str]:
-    return [f"{paths[int(r['file'])].name}:{int(r['line'])}" for r in rows]
-
-
 @dataclass
 class _DedupRun:
     """One dedup run: its shard files, folder, tasks and executor, the LSH bands, and the wall
