@@ -415,6 +415,12 @@ class GrowthFit:
     def predict(self, distance: Any) -> np.ndarray:
         return np.exp(self.alpha + self.beta * np.asarray(distance, dtype=float))
 
+    def within_fitted_distances(self, distance: float) -> bool:
+        """Whether ``distance`` lies in :attr:`distance_range` (ends included; False when the
+        range is unknown): inside, the fit interpolates; outside, it extrapolates."""
+        d_min, d_max = self.distance_range
+        return bool(d_min <= distance <= d_max)
+
 
 def fit_sstar_growth(distance: Any, sstar: Any, level: float = 0.95) -> GrowthFit:
     """Fit how S* (steps) grows as runs approach the frontier (``d -> 0``)."""
@@ -470,8 +476,7 @@ def budget_shift(
         finite = [e for e in ends if math.isfinite(e)]
         low = min(finite) if len(finite) == 2 else -math.inf if usable else math.nan
         high = max(finite) if finite else math.nan
-        d_min, d_max = growth.distance_range
-        extrapolated = bool(usable and not d_min <= shift <= d_max)
+        extrapolated = bool(usable and not growth.within_fitted_distances(shift))
         if usable:
             log_r = (shift * norm_b - fit.coef[0] - fit.coef[1] * np.log(grid)) / fit.coef[2]
             reliability = np.exp(log_r)

@@ -323,7 +323,7 @@ def _extrapolation_clause(growth: pf.GrowthFit, factors: tuple[float, ...]) -> s
     d_min, d_max = growth.distance_range
     if not (math.isfinite(d_min) and math.isfinite(d_max)):
         return ""
-    outside = [k for k in factors if not d_min <= math.log(k) / growth.beta <= d_max]
+    outside = [k for k in factors if not growth.within_fitted_distances(math.log(k) / growth.beta)]
     if not outside:
         return (
             f"; every shift lies within the distances of the runs fitted "
