@@ -98,6 +98,11 @@ def _synthetic_cell_table(seed: int = 0) -> pd.DataFrame:
 FRONTIER_PARAMS = {"n_bootstrap": 30, "n_grid": 5, "seed": 0, "budget_factors": [2, 4]}
 
 
+def ratio_of(summary: dict) -> float:
+    coefficients = summary["coefficients"]
+    return coefficients["log_frequency"]["estimate"] / coefficients["log_reliability"]["estimate"]
+
+
 def test_estimate_frontier_tables_figures_and_mlflow() -> None:
     cells = _synthetic_cell_table()
     table, summary = nodes.estimate_frontier(cells, FRONTIER_PARAMS)
@@ -110,7 +115,16 @@ def test_estimate_frontier_tables_figures_and_mlflow() -> None:
     kinds = table["kind"].value_counts().to_dict()
     assert kinds["coefficient"] == 3 and kinds["contour"] == 5 and kinds["growth"] == 2
     # The coefficient ratio b1 / b2 follows the coefficients, in the table and the summary.
-    assert table["kind"].tolist()[:5] == ["coefficient"] * 3 + ["coefficient_ratio", "contour"]
+    assert table["kind"].tolist()[:9] == (
+        ["coefficient"] * 3 + ["coefficient_ratio"] + ["coefficient_bootstrap"] * 4 + ["contour"]
+    )
+    # The seed-resampled percentile CIs (the default unit) sit beside the Wald CIs.
+    assert summary["bootstrap"]["unit"] == "seed"
+    boot = table[table["kind"] == "coefficient_bootstrap"].set_index("name")
+    assert boot.loc["ratio", "estimate"] == pytest.approx(ratio_of(summary))
+    for name, (low, high) in summary["bootstrap"]["coefficients"].items():
+        assert (boot.loc[name, "ci_low"], boot.loc[name, "ci_high"]) == pytest.approx((low, high))
+        assert low <= high
     coefficients = summary["coefficients"]
     ratio = summary["coefficient_ratio"]
     assert ratio["name"] == "log_frequency/log_reliability"
@@ -272,7 +286,11 @@ def test_pareto_kedro_run_end_to_end(micro_project: Path) -> None:
 
     cells = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "cell_table.parquet")
     assert sorted(zip(cells["frequency"], cells["reliability"], strict=True)) == CELLS
-    assert list(cells.columns) == list(pareto_cells.CELL_COLUMNS)
+    assert list(cells.columns) == [
+        *pareto_cells.CELL_COLUMNS, "formation_score", "peak",
+        "step_at_0.3", "formed_at_0.3", "step_at_0.4", "formed_at_0.4", "step_at_0.5",
+        "formed_at_0.5",
+    ]  # fmt: skip
     # Realised knobs measured on the runs' own batches: within 4 SE of the targets.
     assert (
         (cells["realised_frequency"] - cells["frequency"]).abs()
@@ -285,6 +303,12 @@ def test_pareto_kedro_run_end_to_end(micro_project: Path) -> None:
     assert (cells.loc[cells["reliability"] == 1.0, "realised_reliability"] == 1.0).all()
     # 8 steps: no induction head; every run censored at the budget, reported, not dropped.
     assert (cells["status"] == "censored").all() and (cells["formed"] == 0.0).all()
+    # ... at every threshold too; the formation score is the curve's mean over 8 steps, a PS
+    # level in [0, 0.4) for a run whose best head never reached 0.3.
+    for t in ("0.3", "0.4", "0.5"):
+        assert cells[f"formed_at_{t}"].tolist() == [False] * len(CELLS)
+    assert ((cells["formation_score"] >= 0) & (cells["formation_score"] < 0.3)).all()
+    assert (cells["formation_score"] <= cells["peak"] + 1e-12).all()
     # Both labels per run: the mean PS and the best (head, parity) one.
     emergence = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "emergence_table.parquet")
     assert emergence.groupby("metric")["run_name"].nunique().to_dict() == {
@@ -302,6 +326,15 @@ def test_pareto_kedro_run_end_to_end(micro_project: Path) -> None:
     assert summary["status"] == "none_formed" and summary["budget_steps"] == [8]
     table = pd.read_csv(reporting / "frontier_table.csv")
     assert table["kind"].tolist() == ["coefficient"] * 3
+    robustness = pd.read_csv(reporting / "threshold_robustness.csv")
+    assert robustness["measure"].tolist() == [
+        "formed at 0.3", "formed at 0.4", "formed at 0.5", "formation score",
+    ]  # fmt: skip
+    assert robustness["status"].tolist()[:3] == ["none_formed"] * 3
+    assert set(robustness["both_knobs_matter"][:3]) == {"undecided"}
+    cell_summary = pd.read_csv(reporting / "cell_summary.csv")
+    assert len(cell_summary) == len(CELLS) and (cell_summary["formed_share_at_0.4"] == 0).all()
+    assert summary["verdicts"]["both_knobs_matter"]["verdict"] == "undecided"
     assert (reporting / "frontier_heatmap.png").stat().st_size > 0
     assert (reporting / "sstar_vs_distance.png").stat().st_size > 0
 

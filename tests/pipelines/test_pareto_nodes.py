@@ -26,6 +26,7 @@ from scipy.stats import norm
 from ih_kedro.pipelines.pareto import nodes
 from ih_kedro.science.data.packed import COMPACT_VOCABULARY_KEY, PackedTokens
 from ih_kedro.science.data.variants.bigram_model import BigramModel, estimate_bigram_model
+from ih_kedro.science.statistics import pareto_bootstrap as pb
 from ih_kedro.science.statistics import pareto_cells
 from ih_kedro.science.statistics import pareto_frontier as pf
 from ih_kedro.science.statistics.plots import pareto as pareto_plots
@@ -236,6 +237,21 @@ def _manifest() -> pd.DataFrame:
     })  # fmt: skip
 
 
+def _score_samples(metric: str = "m2") -> dict[str, dict[str, np.ndarray]]:
+    """Checkpoints 0, 5, 10 of every run (budget 10 steps); layer 1's head carries the curve
+    (0, 0.2 * (i + 1), 0.6) of run i, layer 0 a constant 0.9 that min_layer 1 leaves out."""
+    samples = {}
+    for i, run in enumerate(RUNS):
+        values = np.zeros((3, 1, 2, 1))  # (K, n, layers, heads)
+        values[:, 0, 0, 0] = 0.9
+        values[:, 0, 1, 0] = [0.0, 0.2 * (i + 1), 0.6]
+        samples[run] = {"steps": np.array([0, 5, 10]), metric: values}
+    return samples
+
+
+TELEMETRY = {"emergence": {"metrics": [{"metric": "m2", "min_layer": 1}]}}
+
+
 def _emergence(metric: str = "m2", method: str = "bayes") -> pd.DataFrame:
     def row(run: str, metric: str, method: str, status: str, step: float) -> dict[str, Any]:
         return {"run_name": run, "metric": metric, "method": method, "status": status,
@@ -300,12 +316,25 @@ def test_cell_table_rows_from_the_grid_manifest_and_emergence(
     variant = model.variant_options()
     calls = _recording_check(monkeypatch)
     frontier = {"metric": "m2", "method": "bayes", "realised_batches": 2, "tolerance": 0.5}
+    frontier["thresholds"] = [0.3, 0.5]
     table = nodes.build_cell_table(
-        _manifest(), _emergence(), token_stream(), variant, training_grid(), frontier
-    )
+        _manifest(), _emergence(), _score_samples(), token_stream(), variant, training_grid(),
+        TELEMETRY, frontier,
+    )  # fmt: skip
     expected = _expected_cells(model.path, "m2", "bayes", 2)
-    pd.testing.assert_frame_equal(table, expected[list(pareto_cells.CELL_COLUMNS)])
-    assert list(table.columns) == list(pareto_cells.CELL_COLUMNS)
+    columns = list(pareto_cells.CELL_COLUMNS)
+    pd.testing.assert_frame_equal(table[columns], expected[columns])
+    assert list(table.columns) == [*columns, "formation_score", "peak", "step_at_0.3",
+                                   "formed_at_0.3", "step_at_0.5", "formed_at_0.5"]  # fmt: skip
+    # Run i's curve (0, 0.2 (i + 1), 0.6) at steps 0, 5, 10: trapezoids
+    # (2.5 * 0.2 (i + 1) + 2.5 * (0.2 (i + 1) + 0.6)) / 10 = 0.1 (i + 1) + 0.15.
+    assert table["formation_score"].tolist() == pytest.approx([0.25, 0.35, 0.45, 0.55])
+    assert table["peak"].tolist() == pytest.approx([0.6, 0.6, 0.6, 0.8])
+    # 0.5 is crossed between steps 5 and 10 by runs 0 (0.2 -> 0.6) and 1 (0.4 -> 0.6), between
+    # 0 and 5 by runs 2 (0 -> 0.6) and 3 (0 -> 0.8), on the straight line.
+    assert table["step_at_0.5"].tolist() == pytest.approx([8.75, 5 + 5 * 0.1 / 0.2,
+                                                           5 * 0.5 / 0.6, 5 * 0.5 / 0.8])  # fmt: skip
+    assert table["formed_at_0.5"].tolist() == [True, True, True, True]
     assert calls == [
         (8, 0.5, 1.0, 0.5, f" (run {RUNS[0]})"), (8, 0.5, 1.0, 0.5, f" (run {RUNS[1]})"),
         (8, 0.0, 0.0, 0.5, f" (run {RUNS[2]})"), (8, 0.0, 0.0, 0.5, f" (run {RUNS[3]})"),
@@ -318,8 +347,9 @@ def test_cell_table_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     training = training_grid(data_variants=[variant_cell("fB", 0.0, 0.0)], seeds=[0])
     emergence = _emergence("prefix_matching", "threshold")
     emergence = emergence[emergence["run_name"] == RUNS[2]]
+    samples = _score_samples("prefix_matching")
     table = nodes.build_cell_table(
-        _manifest(), emergence, token_stream(), model.variant_options(), training, {}
+        _manifest(), emergence, samples, token_stream(), model.variant_options(), training, {}, {}
     )
     assert calls == [(32, 0.0, 0.0, 0.03, f" (run {RUNS[2]})")]  # 8 batches of 4
     assert table[["run_name", "status", "formed", "metric", "method"]].to_dict("records") == [
@@ -337,8 +367,9 @@ def test_cell_table_error_messages(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match=f"^{re.escape(empty)}$"):
         nodes.build_cell_table(
-            _manifest(), _emergence(), token_stream(), variant, training_grid(), {"metric": "m2"}
-        )
+            _manifest(), _emergence(), _score_samples(), token_stream(), variant,
+            training_grid(), TELEMETRY, {"metric": "m2"},
+        )  # fmt: skip
     missing = (
         f"pareto: run {RUNS[1]} of the grid is missing from the sweep manifest or the emergence "
         "table (rerun training / telemetry)"
@@ -347,14 +378,14 @@ def test_cell_table_error_messages(tmp_path: Path) -> None:
     manifest = _manifest()
     with pytest.raises(ValueError, match=f"^{re.escape(missing)}$"):
         nodes.build_cell_table(
-            manifest[manifest["run_name"] != RUNS[1]], _emergence(), token_stream(), variant,
-            training_grid(), frontier,
+            manifest[manifest["run_name"] != RUNS[1]], _emergence(), _score_samples(),
+            token_stream(), variant, training_grid(), TELEMETRY, frontier,
         )  # fmt: skip
     emergence = _emergence()
     with pytest.raises(ValueError, match=f"^{re.escape(missing)}$"):
         nodes.build_cell_table(
-            manifest, emergence[emergence["run_name"] != RUNS[1]], token_stream(), variant,
-            training_grid(), frontier,
+            manifest, emergence[emergence["run_name"] != RUNS[1]], _score_samples(),
+            token_stream(), variant, training_grid(), TELEMETRY, frontier,
         )  # fmt: skip
 
 
@@ -368,6 +399,8 @@ FIT = pf.FrontierFit(
 GROWTH = pf.GrowthFit(alpha=0.5, beta=-0.25, alpha_ci=(0.1, 0.9), beta_ci=(-0.5, -0.1), n=3,
                       r_squared=0.75, status="ok", distance_range=(-3.5, 1.5))  # fmt: skip
 DROPPED = {"one_outcome": 1, "fit_failed": 2, "not_converged": 3, "no_contour": 4}
+BOOTSTRAP_CIS = {"intercept": [0.5, 1.5], "log_frequency": [1.5, 2.5],
+                 "log_reliability": [2.5, 3.5], "ratio": [0.5, 0.8]}  # fmt: skip
 
 
 def _stub_science(monkeypatch: pytest.MonkeyPatch, growth: pf.GrowthFit = GROWTH) -> dict:
@@ -377,14 +410,19 @@ def _stub_science(monkeypatch: pytest.MonkeyPatch, growth: pf.GrowthFit = GROWTH
         calls["fit"] = (list(frequency), list(reliability), list(formed), method, level)
         return FIT
 
-    def bootstrap_contour(runs, grid, *, n_bootstrap, seed, unit, method, level):
+    def bootstrap_frontier(runs, grid, *, n_bootstrap, seed, unit, method, level):
         calls["contour"] = (runs.copy(), np.asarray(grid), n_bootstrap, seed, unit, method, level)
-        # The real columns (pf.bootstrap_contour), drop counts distinct per reason.
-        return pd.DataFrame({"frequency": [0.25, 1.0], "reliability_50": [0.8, 0.4],
-                             "band_low": [0.7, 0.3], "band_high": [0.9, 0.6],
-                             "n_replicates": [11, 12], "n_bootstrap": n_bootstrap,
-                             "level": level, "method": method,
-                             **{f"n_dropped_{k}": n for k, n in DROPPED.items()}})  # fmt: skip
+        # The real columns (pb.bootstrap_frontier), drop counts distinct per reason.
+        contour = pd.DataFrame({"frequency": [0.25, 1.0], "reliability_50": [0.8, 0.4],
+                                "band_low": [0.7, 0.3], "band_high": [0.9, 0.6],
+                                "n_replicates": [11, 12], "n_bootstrap": n_bootstrap,
+                                "level": level, "method": method, "unit": unit,
+                                **{f"n_dropped_{k}": n for k, n in DROPPED.items()}})  # fmt: skip
+        coefficients = pd.DataFrame({"name": [*pf.COEFFICIENTS, "ratio"],
+                                     "ci_low": [0.5, 1.5, 2.5, 0.5],
+                                     "ci_high": [1.5, 2.5, 3.5, 0.8],
+                                     "n_replicates": [9, 9, 9, 8]})  # fmt: skip
+        return pb.FrontierBootstrap(contour, coefficients, unit, dict(DROPPED))
 
     def fit_sstar_growth(distance, sstar, *, level):
         calls["growth"] = (list(distance), list(sstar), level)
@@ -398,9 +436,10 @@ def _stub_science(monkeypatch: pytest.MonkeyPatch, growth: pf.GrowthFit = GROWTH
                 for f in (0.25, 1.0)]  # fmt: skip
         return pd.DataFrame(rows)
 
-    for name, fn in (("fit_frontier", fit_frontier), ("bootstrap_contour", bootstrap_contour),
-                     ("fit_sstar_growth", fit_sstar_growth), ("budget_shift", budget_shift)):  # fmt: skip
+    for name, fn in (("fit_frontier", fit_frontier), ("fit_sstar_growth", fit_sstar_growth),
+                     ("budget_shift", budget_shift)):  # fmt: skip
         monkeypatch.setattr(pf, name, fn)
+    monkeypatch.setattr(pb, "bootstrap_frontier", bootstrap_frontier)
     return calls
 
 
@@ -441,6 +480,14 @@ def test_estimate_frontier_tables_summary_and_science_calls(
     ratio = {"estimate": 2 / 3, "ci_low": 2 / 3 - z * ratio_se, "ci_high": 2 / 3 + z * ratio_se}
     expected = pd.DataFrame(coef + [
         {"kind": "coefficient_ratio", "name": "log_frequency/log_reliability", **ratio},
+        {"kind": "coefficient_bootstrap", "name": "intercept", "estimate": 1.0,
+         "ci_low": 0.5, "ci_high": 1.5, "n": 9},
+        {"kind": "coefficient_bootstrap", "name": "log_frequency", "estimate": 2.0,
+         "ci_low": 1.5, "ci_high": 2.5, "n": 9},
+        {"kind": "coefficient_bootstrap", "name": "log_reliability", "estimate": 3.0,
+         "ci_low": 2.5, "ci_high": 3.5, "n": 9},
+        {"kind": "coefficient_bootstrap", "name": "ratio", "estimate": 2 / 3,
+         "ci_low": 0.5, "ci_high": 0.8, "n": 8},
         {"kind": "contour", "name": "p50", "frequency": 0.25, "reliability": 0.8,
          "ci_low": 0.7, "ci_high": 0.9, "n": 11},
         {"kind": "contour", "name": "p50", "frequency": 1.0, "reliability": 0.4,
@@ -476,7 +523,9 @@ def test_estimate_frontier_tables_summary_and_science_calls(
         "coefficients": {row["name"]: {"estimate": row["estimate"], "ci_low": row["ci_low"],
                                        "ci_high": row["ci_high"]} for row in coef},
         # The bootstrap's method is the fit's; its counts come from the band's table.
-        "bootstrap": {"method": "firth", "n_bootstrap": 7, "dropped": DROPPED},
+        "bootstrap": {"method": "firth", "unit": "cell", "n_bootstrap": 7, "dropped": DROPPED,
+                      "coefficients": BOOTSTRAP_CIS},
+        "verdicts": None,
         "growth": {"status": "ok", "alpha": 0.5, "beta": -0.25, "beta_ci": [-0.5, -0.1],
                    "n": 3, "r_squared": 0.75, "distance_range": [-3.5, 1.5]},
         "budget_shift": {"x2": -2.0, "x0.5": None},
@@ -495,13 +544,14 @@ def test_estimate_frontier_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     table, summary = nodes.estimate_frontier(frontier_cells(), {})
     assert calls["fit"][3:] == ("firth", 0.95)
     runs, grid, n_boot, seed, unit, method, level = calls["contour"]
-    assert (n_boot, seed, unit, method, level) == (200, 0, "run", "firth", 0.95)
+    assert (n_boot, seed, unit, method, level) == (200, 0, "seed", "firth", 0.95)
     np.testing.assert_allclose(grid, np.exp(np.linspace(math.log(0.25), 0.0, 25)))
     assert calls["growth"][2] == 0.95 and calls["shift"][3] == (2.0, 4.0)
     assert summary["fit_method"] == "firth" and summary["level"] == 0.95
     assert summary["budget_shift"] == {"x2": -2.0, "x4": None}
     assert summary["budget_shift_extrapolated"] == {"x2": True, "x4": False}
-    assert summary["bootstrap"] == {"method": "firth", "n_bootstrap": 200, "dropped": DROPPED}
+    assert summary["bootstrap"] == {"method": "firth", "unit": "seed", "n_bootstrap": 200,
+                                    "dropped": DROPPED, "coefficients": BOOTSTRAP_CIS}  # fmt: skip
     z = norm.ppf(0.95)  # the fit's own level (0.9) sets its Wald intervals
     assert summary["coefficients"]["log_reliability"] == {
         "estimate": 3.0,
@@ -566,6 +616,7 @@ def test_degenerate_frontier_is_reported_not_faked(
         "growth": {"status": status, "alpha": None, "beta": None, "beta_ci": [None, None],
                    "n": 0, "r_squared": None, "distance_range": [None, None]},
         "budget_shift": {}, "budget_shift_extrapolated": {}, "longer_budget": where,
+        "verdicts": None,
     }  # fmt: skip
 
 

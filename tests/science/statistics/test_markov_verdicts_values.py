@@ -1,5 +1,7 @@
-"""Markov verdicts, value checks: the condition table's every column and each claim's verdict,
-reason and deciding cells, branch by branch, compared with hand-written expectations."""
+"""Markov verdicts, value checks: the condition table's every column, the paired comparison of
+two conditions as a whole dict, and the claims' branches the scenario tests leave (several
+levels, several LD-only processes, the floor, empty and custom inputs), compared with
+hand-written expectations. t quantiles: t_{0.975,1} = 12.706205, t_{0.975,2} = 4.302653."""
 
 from __future__ import annotations
 
@@ -22,57 +24,31 @@ PROCESSES = {
     "LD_CAT_uniform": ("uniform", True, True),
     "LD_CAT_zipf": ("zipf", True, True),
 }
-N_FORMED = {"yes": 2, "no": 0, "mixed": 1, "unknown": 0}
+THRESHOLDS = (0.3, 0.4, 0.5)
 
 
-def _table(cells: list[tuple[str, str, str]]) -> pd.DataFrame:
-    """A conditions table with two seeds per (process, level, formed) cell; S* = 100 * row."""
+def _runs(conditions: dict[tuple[str, str], list]) -> pd.DataFrame:
+    """Runs of ``{(process, level): [(score, formed), ...]}``, one pair per seed (seed = its
+    position); ``formed`` (True / False / None) holds at every threshold."""
     rows = []
-    for i, (process, level, formed) in enumerate(cells):
+    for (process, level), seeds in conditions.items():
         marginal, ld, cat = PROCESSES[process]
-        rows.append(
-            {
-                "condition": f"{process}@{level}",
-                "process": process,
-                "level": level,
-                "marginal": marginal,
-                "local_dependency": ld,
-                "categorical": cat,
-                "n_seeds": 2,
-                "n_formed": N_FORMED[formed],
-                "formed": formed,
-                "s_star": 100.0 * (i + 1) if formed in ("yes", "mixed") else math.nan,
-            }
-        )
-    return pd.DataFrame(rows)
+        for seed, (score, formed) in enumerate(seeds):
+            rows.append(
+                {"process": process, "level": level, "seed": seed, "marginal": marginal,
+                 "local_dependency": ld, "categorical": cat, "formation_score": score,
+                 **{f"formed_at_{t:g}": formed for t in THRESHOLDS}}
+            )  # fmt: skip
+    table = pd.DataFrame(rows)
+    for t in THRESHOLDS:
+        table[f"formed_at_{t:g}"] = table[f"formed_at_{t:g}"].astype("boolean")
+    return table
 
 
-def _cells(table: pd.DataFrame, conditions: list[str]) -> list[dict]:
-    """The expected deciding cells, in the given order."""
-    out = []
-    for condition in conditions:
-        row = table[table["condition"] == condition].iloc[0]
-        out.append(
-            {
-                "condition": condition,
-                "process": row["process"],
-                "level": row["level"],
-                "formed": row["formed"],
-                "n_formed": N_FORMED[row["formed"]],
-                "n_seeds": 2,
-                "s_star": None if math.isnan(row["s_star"]) else float(row["s_star"]),
-            }
-        )
-    return out
-
-
-def _claim(name, table, verdict, reason, conditions):
-    return {
-        "claim": mv.CLAIMS[name],
-        "verdict": verdict,
-        "reason": reason,
-        "deciding_cells": _cells(table, conditions),
-    }
+def _prepared(conditions) -> pd.DataFrame:
+    """What judge_claims hands its helpers: the runs with a ``condition`` column."""
+    runs = _runs(conditions)
+    return runs.assign(condition=runs["process"] + "@" + runs["level"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -126,6 +102,12 @@ def test_condition_table_values():
     table = mv.condition_table(runs)
     assert list(table.columns) == mv.CONDITION_COLUMNS
     b, a = table.iloc[0], table.iloc[1]  # in order of appearance
+    # No formation_score / formed_at_<t> columns: the columns built on them are NaN.
+    formation = mv.CONDITION_COLUMNS[-6:]
+    assert formation == ["formation_score", "formation_score_ci_low", "formation_score_ci_high",
+                         "n_formed_at_0.3", "n_formed_at_0.4", "n_formed_at_0.5"]  # fmt: skip
+    assert table[formation].isna().all().all()
+    b = b.drop(formation)
     assert b.to_dict() == {
         "condition": "b@high",
         "process": "b",
@@ -222,221 +204,278 @@ def test_condition_table_merges_properties_by_process():
     assert list(same.columns) == mv.CONDITION_COLUMNS
 
 
-# --------------------------------------------------------------------------------------------
-# Claim 1: local dependency is necessary
-# --------------------------------------------------------------------------------------------
-def test_ld_necessary_branches():
-    name = "ld_necessary"
-    t = _table([("LD_uniform", "high", "yes")])
-    assert mv._ld_necessary(t) == _claim(
-        name, t, UNDECIDABLE, "no condition without local dependency", []
-    )
-    t = _table([("noLD_zipf", "high", "no"), ("noLD_uniform", "high", "yes"),
-                ("LD_uniform", "high", "yes")])  # fmt: skip
-    assert mv._ld_necessary(t) == _claim(
-        name, t, CONTRADICTED, "a process without local dependency formed", ["noLD_uniform@high"]
-    )
-    t = _table([("noLD_zipf", "high", "no"), ("noLD_uniform", "high", "mixed"),
-                ("LD_uniform", "high", "yes")])  # fmt: skip
-    assert mv._ld_necessary(t) == _claim(
-        name, t, UNDECIDABLE, "some no-LD conditions are mixed across seeds or unknown",
-        ["noLD_zipf@high", "noLD_uniform@high"],
+def test_condition_table_formation_columns():
+    # p: scores [0.2, NaN, 0.5] -> mean 0.35 over the two known seeds, sd 0.212132, CI
+    # 0.35 +/- t_{0.975,1} * 0.212132 / sqrt(2) = 0.35 +/- 1.905931; formed [True, <NA>, False].
+    runs = pd.DataFrame(
+        [
+            _run("p", "high", 0, "emerged", 300.0, (250.0, 350.0), formation_score=0.2,
+                 **{"formed_at_0.4": True}),
+            _run("p", "high", 1, "emerged", 300.0, (250.0, 350.0), formation_score=math.nan,
+                 **{"formed_at_0.4": None}),
+            _run("p", "high", 2, "censored", 1500.0, (math.nan, math.nan), formation_score=0.5,
+                 **{"formed_at_0.4": False}),
+            _run("q", "high", 0, "emerged", 300.0, (250.0, 350.0), formation_score=0.7,
+                 **{"formed_at_0.4": True}),
+        ]
     )  # fmt: skip
-    # LD formed only at a level where no no-LD condition was run: the budget may be the reason.
-    t = _table([("LD_uniform", "high", "yes"), ("noLD_zipf", "low", "no"),
-                ("LD_zipf", "low", "mixed"), ("LD_CAT_zipf", "low", "no")])  # fmt: skip
-    assert mv._ld_necessary(t) == _claim(
-        name, t, UNDECIDABLE,
-        "no process formed at the no-LD conditions' levels: the budget may be the reason",
-        ["noLD_zipf@low", "LD_zipf@low", "LD_CAT_zipf@low"],
-    )  # fmt: skip
-    t = _table([("LD_uniform", "high", "yes"), ("noLD_zipf", "low", "no"),
-                ("LD_zipf", "low", "mixed"), ("LD_CAT_zipf", "low", "yes"),
-                ("noLD_uniform", "low", "no")])  # fmt: skip
-    assert mv._ld_necessary(t) == _claim(
-        name, t, SUPPORTED,
-        "no process without local dependency formed, while processes with it did at the same level",
-        ["noLD_zipf@low", "noLD_uniform@low", "LD_CAT_zipf@low"],
-    )  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------------
-# Claim 2: local dependency suffices at high repetition
-# --------------------------------------------------------------------------------------------
-def test_ld_sufficient_branches():
-    name = "ld_sufficient_at_high_repetition"
-    # Only CAT or Zipf LD processes (and a minimal one at another level): nothing to judge.
-    t = _table([("LD_zipf", "high", "yes"), ("LD_CAT_uniform", "high", "yes"),
-                ("noLD_uniform", "high", "yes"), ("LD_uniform", "low", "yes")])  # fmt: skip
-    assert mv._ld_sufficient(t, "high") == _claim(
-        name, t, UNDECIDABLE,
-        "no condition at level 'high' with local dependency only (no CAT, no Zipf)", [],
-    )  # fmt: skip
-    t = _table([("LD_uniform", "high", "yes"), ("LD_geometric", "high", "yes"),
-                ("LD_zipf", "high", "no"), ("LD_uniform", "low", "no")])  # fmt: skip
-    assert mv._ld_sufficient(t, "high") == _claim(
-        name, t, SUPPORTED, "local dependency alone formed at high repetition",
-        ["LD_uniform@high", "LD_geometric@high"],
-    )  # fmt: skip
-    # One minimal process formed, one did not; another process formed at high.
-    t = _table([("LD_uniform", "high", "yes"), ("LD_geometric", "high", "no"),
-                ("LD_CAT_zipf", "high", "yes"), ("LD_zipf", "high", "no"),
-                ("LD_CAT_uniform", "low", "yes")])  # fmt: skip
-    assert mv._ld_sufficient(t, "high") == _claim(
-        name, t, CONTRADICTED,
-        "local dependency alone did not form at high repetition, while LD_CAT_zipf did within "
-        "the same budget",
-        ["LD_geometric@high", "LD_CAT_zipf@high"],
-    )  # fmt: skip
-    # The default run's case: the processes that formed are named, sorted (not "more properties":
-    # noLD_zipf has fewer).
-    t = _table([("LD_uniform", "high", "no"), ("noLD_zipf", "high", "yes"),
-                ("LD_CAT_zipf", "high", "yes")])  # fmt: skip
-    assert mv._ld_sufficient(t, "high") == _claim(
-        name, t, CONTRADICTED,
-        "local dependency alone did not form at high repetition, while LD_CAT_zipf, noLD_zipf "
-        "did within the same budget",
-        ["LD_uniform@high", "noLD_zipf@high", "LD_CAT_zipf@high"],
-    )  # fmt: skip
-    # Only a minimal process formed besides the failed one: no other process shows the budget.
-    t = _table([("LD_uniform", "high", "yes"), ("LD_geometric", "high", "no"),
-                ("LD_zipf", "high", "mixed"), ("LD_CAT_zipf", "low", "yes")])  # fmt: skip
-    assert mv._ld_sufficient(t, "high") == _claim(
-        name, t, UNDECIDABLE, "nothing formed at high repetition: the budget may be the reason",
-        ["LD_uniform@high", "LD_geometric@high", "LD_zipf@high"],
-    )  # fmt: skip
-    t = _table([("LD_uniform", "high", "yes"), ("LD_geometric", "high", "unknown"),
-                ("LD_CAT_zipf", "high", "yes")])  # fmt: skip
-    assert mv._ld_sufficient(t, "high") == _claim(
-        name, t, UNDECIDABLE, "mixed or unknown outcomes across seeds",
-        ["LD_uniform@high", "LD_geometric@high"],
-    )  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------------
-# Claim 3: categoriality and a Zipf marginal are needed near the frontier
-# --------------------------------------------------------------------------------------------
-def _part(table, verdict, reason, conditions):
-    return {"verdict": verdict, "reason": reason, "deciding_cells": _cells(table, conditions)}
-
-
-def test_needed_branches():
-    t = _table([("LD_CAT_zipf", "nf", "yes"), ("LD_zipf", "nf", "no"), ("LD_uniform", "nf", "no"),
-                ("LD_geometric", "nf", "mixed"), ("LD_CAT_uniform", "nf", "yes")])  # fmt: skip
-    full = t.iloc[[0]]
-    none = t.iloc[[]]
-    status, reason, cells = mv._needed(full, none, "X")
-    assert (status, reason, len(cells)) == (
-        UNDECIDABLE,
-        "no condition without X near the frontier",
-        0,
-    )
-    status, reason, cells = mv._needed(none, t.iloc[[1, 4, 2]], "X")
-    assert (status, reason) == (CONTRADICTED, "a process without X formed near the frontier")
-    assert cells["condition"].tolist() == ["LD_CAT_uniform@nf"]
-    status, reason, cells = mv._needed(none, t.iloc[[1, 2]], "X")
-    assert (status, reason) == (
-        UNDECIDABLE, "the full process (LD + CAT + Zipf) did not form near the frontier"
-    )  # fmt: skip
-    assert cells["condition"].tolist() == ["LD_zipf@nf", "LD_uniform@nf"]
-    status, reason, cells = mv._needed(full, t.iloc[[1, 2]], "X")
-    assert (status, reason) == (
-        SUPPORTED,
-        "the full process formed near the frontier, without X it did not",
-    )
-    assert cells["condition"].tolist() == ["LD_CAT_zipf@nf", "LD_zipf@nf", "LD_uniform@nf"]
-    status, reason, cells = mv._needed(full, t.iloc[[1, 3]], "X")
-    assert (status, reason) == (UNDECIDABLE, "mixed or unknown outcomes without X")
-    assert cells["condition"].tolist() == ["LD_zipf@nf", "LD_geometric@nf"]
-
-
-def test_cat_zipf_needed_supported_with_parts():
-    t = _table([("LD_CAT_zipf", "nf", "yes"), ("LD_zipf", "nf", "no"),
-                ("LD_CAT_uniform", "nf", "no"), ("LD_uniform", "nf", "yes"),
-                ("noLD_zipf", "nf", "yes"), ("LD_CAT_zipf", "high", "no")])  # fmt: skip
-    cat_reason = "the full process formed near the frontier, without categoriality it did not"
-    zipf_reason = "the full process formed near the frontier, without a Zipfian marginal it did not"
-    expected = _claim(
-        "cat_and_zipf_needed_near_frontier", t, SUPPORTED, f"{cat_reason}; {zipf_reason}",
-        ["LD_CAT_zipf@nf", "LD_zipf@nf", "LD_CAT_uniform@nf"],
-    )  # fmt: skip
-    expected["parts"] = {
-        "cat_needed": _part(t, SUPPORTED, cat_reason, ["LD_CAT_zipf@nf", "LD_zipf@nf"]),
-        "zipf_needed": _part(t, SUPPORTED, zipf_reason, ["LD_CAT_zipf@nf", "LD_CAT_uniform@nf"]),
-    }
-    assert mv._cat_zipf_needed(t, "nf") == expected
-
-
-def test_cat_zipf_needed_verdict_combinations_and_reasons():
-    claim = mv._cat_zipf_needed
-    # Zipf part contradicted, CAT part supported: contradicted overall.
-    t = _table([("LD_CAT_zipf", "nf", "yes"), ("LD_zipf", "nf", "no"),
-                ("LD_CAT_uniform", "nf", "yes")])  # fmt: skip
-    result = claim(t, "nf")
-    assert result["verdict"] == CONTRADICTED
-    assert result["reason"] == (
-        "the full process formed near the frontier, without categoriality it did not; "
-        "a process without a Zipfian marginal formed near the frontier"
-    )
-    assert [c["condition"] for c in result["deciding_cells"]] == [
-        "LD_CAT_zipf@nf", "LD_zipf@nf", "LD_CAT_uniform@nf"
+    table = mv.condition_table(runs, thresholds=(0.4,))
+    assert list(table.columns) == mv.condition_columns((0.4,))
+    assert mv.condition_columns((0.4,))[-4:] == [
+        "formation_score", "formation_score_ci_low", "formation_score_ci_high", "n_formed_at_0.4"
     ]  # fmt: skip
-    # Full process did not form, an ablation did: contradicted, reasons from the parts.
-    t = _table([("LD_CAT_zipf", "nf", "no"), ("LD_zipf", "nf", "yes"),
-                ("LD_CAT_uniform", "nf", "no")])  # fmt: skip
-    result = claim(t, "nf")
-    assert result["verdict"] == CONTRADICTED
-    assert result["reason"] == (
-        "a process without categoriality formed near the frontier; "
-        "the full process (LD + CAT + Zipf) did not form near the frontier"
+    p, q = table.iloc[0], table.iloc[1]
+    assert p["formation_score"] == pytest.approx(0.35)
+    assert (p["formation_score_ci_low"], p["formation_score_ci_high"]) == pytest.approx(
+        (0.35 - 1.905931, 0.35 + 1.905931), abs=1e-5
     )
-    # Full process did not form, nothing contradicts: undecidable with that reason.
-    t = _table([("LD_CAT_zipf", "nf", "no"), ("LD_zipf", "nf", "no"),
-                ("LD_CAT_uniform", "nf", "no")])  # fmt: skip
-    result = claim(t, "nf")
-    assert (result["verdict"], result["reason"]) == (
-        UNDECIDABLE, "the full process (LD + CAT + Zipf) did not form near the frontier"
-    )  # fmt: skip
-    # One part supported, the other undecidable: undecidable.
-    t = _table([("LD_CAT_zipf", "nf", "yes"), ("LD_zipf", "nf", "no"),
-                ("LD_CAT_uniform", "nf", "mixed")])  # fmt: skip
-    result = claim(t, "nf")
-    assert result["verdict"] == UNDECIDABLE
-    assert result["parts"]["zipf_needed"]["reason"] == (
-        "mixed or unknown outcomes without a Zipfian marginal"
+    assert p["n_formed_at_0.4"] == 1 and q["n_formed_at_0.4"] == 1
+    assert q["formation_score"] == 0.7
+    assert math.isnan(q["formation_score_ci_low"]) and math.isnan(q["formation_score_ci_high"])
+    # At level 0.5: t_{0.75,1} = 1.0, so the CI is 0.35 +/- 0.15.
+    half = mv.condition_table(runs, thresholds=(0.4,), level=0.5).iloc[0]
+    assert (half["formation_score_ci_low"], half["formation_score_ci_high"]) == pytest.approx(
+        (0.2, 0.5)
     )
-    # No full process at all.
-    t = _table([("LD_zipf", "nf", "no"), ("LD_CAT_uniform", "nf", "no")])
-    result = claim(t, "nf")
-    assert (result["verdict"], result["reason"]) == (
-        UNDECIDABLE, "no full process (LD + CAT + Zipf) near the frontier"
-    )  # fmt: skip
-    assert [c["condition"] for c in result["deciding_cells"]] == ["LD_zipf@nf", "LD_CAT_uniform@nf"]
+    # A threshold the runs table lacks: its count is NaN, the others are kept.
+    other = mv.condition_table(runs, thresholds=(0.4, 0.6)).iloc[0]
+    assert other["n_formed_at_0.4"] == 1 and math.isnan(other["n_formed_at_0.6"])
 
 
 # --------------------------------------------------------------------------------------------
-# judge_claims and the summary
+# The paired comparison of two conditions and the helpers of the claims
 # --------------------------------------------------------------------------------------------
-def test_judge_claims_with_custom_levels_and_summary():
-    t = _table([("noLD_zipf", "top", "no"), ("LD_uniform", "top", "yes"),
-                ("LD_CAT_zipf", "edge", "yes"), ("LD_zipf", "edge", "no"),
-                ("LD_CAT_uniform", "edge", "no")])  # fmt: skip
-    verdicts = mv.judge_claims(t, high_level="top", frontier_level="edge")
+def test_compare_conditions_in_full():
+    runs = _prepared({("LD_uniform", "high"): [(0.6, True), (0.8, True)],
+                      ("noLD_zipf", "high"): [(0.1, False), (0.2, False), (0.3, None)]})  # fmt: skip
+    # d = [0.5, 0.6] over seeds 0, 1: mean 0.55, sd 0.070711, CI 0.55 +/- t_{0.975,1} * 0.05.
+    assert mv.compare_conditions(runs, "LD_uniform@high", "noLD_zipf@high", 0.4) == {
+        "treatment": "LD_uniform@high",
+        "control": "noLD_zipf@high",
+        "threshold": 0.4,
+        "verdict": UNDECIDABLE,
+        "reason": "LD_uniform@high (T) vs noLD_zipf@high (K): <NA>: unobserved at 0.4 (T s2, "
+        "K s2); no score for s2; paired CI [-0.0853, 1.19] includes 0",
+        "seeds": [
+            {"seed": 0, "treatment_score": 0.6, "control_score": 0.1,
+             "difference": pytest.approx(0.5), "treatment_formed": True, "control_formed": False},
+            {"seed": 1, "treatment_score": 0.8, "control_score": 0.2,
+             "difference": pytest.approx(0.6), "treatment_formed": True, "control_formed": False},
+            {"seed": 2, "treatment_score": None, "control_score": 0.3, "difference": None,
+             "treatment_formed": None, "control_formed": None},
+        ],
+        "mean": pytest.approx(0.55),
+        "ci_low": pytest.approx(0.55 - 0.635310, abs=1e-5),
+        "ci_high": pytest.approx(0.55 + 0.635310, abs=1e-5),
+        "level": 0.95,
+        "n": 2,
+        "dropped_seeds": [2],
+    }  # fmt: skip
+    at_90 = mv.compare_conditions(runs, "LD_uniform@high", "noLD_zipf@high", 0.4, level=0.9)
+    # t_{0.95,1} = 6.313752: 0.55 +/- 0.315688.
+    assert (at_90["ci_low"], at_90["level"]) == (pytest.approx(0.234312, abs=1e-5), 0.9)
+
+
+def test_cell_best_and_combine():
+    runs = _prepared({("noLD_zipf", "high"): [(0.1, False), (0.2, True), (0.3, None)]})
+    assert mv._cell(runs, "noLD_zipf@high", 0.4) == {
+        "condition": "noLD_zipf@high", "process": "noLD_zipf", "level": "high", "n_seeds": 3,
+        "n_formed": 1, "n_unobserved": 1, "formation_score": pytest.approx(0.2),
+    }  # fmt: skip
+    conditions = pd.DataFrame({"condition": ["a", "b", "c", "d"],
+                               "score": [0.5, math.nan, 0.7, 0.7]})  # fmt: skip
+    assert mv._best(conditions) == "c"  # highest, the first of a tie
+    assert mv._best(conditions.assign(score=math.nan)) == "a"
+    s = mv._result(SUPPORTED, "s", [{"id": 1}], ["x", "y"])
+    u1, u2 = mv._result(UNDECIDABLE, "u1", [], ["y", "z"]), mv._result(UNDECIDABLE, "u2")
+    c = mv._result(CONTRADICTED, "c", [{"id": 2}], ["w"])
+    assert mv._combine([s, u1, u2]) == mv._result(UNDECIDABLE, "u1; u2", [{"id": 1}], ["y", "z"])
+    assert mv._combine([s, s]) == mv._result(SUPPORTED, "s; s", [{"id": 1}] * 2, ["x", "y"])
+    assert mv._combine([u1, c, s]) == mv._result(CONTRADICTED, "c", [{"id": 2}, {"id": 1}], ["w"])
+    assert mv._combine([]) == mv._result(UNDECIDABLE, "nothing to judge")
+
+
+# --------------------------------------------------------------------------------------------
+# Claims: the branches the scenario tests leave
+# --------------------------------------------------------------------------------------------
+def _supports(treatment, control, ci):
+    return (
+        f"{treatment} (T) vs {control} (K): in every seed T formed and K did not at 0.4; every "
+        f"difference > 0, paired CI {ci} above 0"
+    )
+
+
+def test_ld_necessary_at_several_levels():
+    world = {
+        ("noLD_zipf", "high"): [(0.1, False)] * 3,
+        ("LD_CAT_zipf", "high"): [(0.69, True), (0.70, True), (0.71, True)],
+        ("LD_uniform", "high"): [(0.79, True), (0.80, True), (0.81, True)],  # best: T at high
+        ("noLD_uniform", "low"): [(0.1, False)] * 3,
+        ("LD_CAT_zipf", "near_frontier"): [(0.5, True)] * 3,
+    }
+    verdict = mv.judge_claims(_runs(world))["ld_necessary"]
+    assert (verdict["verdict"], verdict["reason"]) == (
+        UNDECIDABLE, "no condition with local dependency at level 'low'"
+    )  # fmt: skip
+    assert [c["condition"] for c in verdict["deciding_cells"]] == ["noLD_uniform@low"]
+    assert [(c["treatment"], c["control"], c["verdict"]) for c in verdict["comparisons"]] == [
+        ("LD_uniform@high", "noLD_zipf@high", SUPPORTED)
+    ]
+    world[("LD_zipf", "low")] = [(0.59, True), (0.60, True), (0.61, True)]
+    verdict = mv.judge_claims(_runs(world))["ld_necessary"]
+    assert (verdict["verdict"], verdict["reason"]) == (
+        SUPPORTED,
+        _supports("LD_uniform@high", "noLD_zipf@high", "[0.675, 0.725]") + "; "
+        + _supports("LD_zipf@low", "noLD_uniform@low", "[0.475, 0.525]"),
+    )  # fmt: skip
+    assert [c["condition"] for c in verdict["deciding_cells"]] == [
+        "LD_uniform@high", "noLD_zipf@high", "LD_zipf@low", "noLD_uniform@low"
+    ]  # fmt: skip
+
+
+def test_ld_sufficient_with_two_ld_only_processes():
+    world = {
+        ("noLD_zipf", "high"): [(0.1, False)] * 3,
+        ("LD_uniform", "high"): [(0.59, True), (0.60, True), (0.61, True)],
+        ("LD_geometric", "high"): [(0.3, False)] * 3,
+        ("LD_CAT_zipf", "high"): [(0.69, True), (0.70, True), (0.71, True)],
+        ("LD_CAT_zipf", "near_frontier"): [(0.5, True)] * 3,
+    }
+    verdict = mv.judge_claims(_runs(world))["ld_sufficient_at_high_repetition"]
+    assert verdict["verdict"] == CONTRADICTED
+    assert verdict["reason"] == (
+        "LD_geometric@high formed in no seed at 0.4, others did: "
+        + _supports("LD_uniform@high", "LD_geometric@high", "[0.275, 0.325]") + "; "
+        + _supports("LD_CAT_zipf@high", "LD_geometric@high", "[0.375, 0.425]")
+    )  # fmt: skip
+    assert [c["condition"] for c in verdict["deciding_cells"]] == [
+        "LD_geometric@high", "LD_uniform@high", "LD_CAT_zipf@high"
+    ]  # fmt: skip
+    assert [(c["treatment"], c["control"]) for c in verdict["comparisons"]] == [
+        ("LD_uniform@high", "noLD_zipf@high"),
+        ("LD_geometric@high", "noLD_zipf@high"),
+        ("noLD_zipf@high", "LD_geometric@high"),
+        ("LD_uniform@high", "LD_geometric@high"),
+        ("LD_CAT_zipf@high", "LD_geometric@high"),
+    ]
+
+
+def test_ld_sufficient_undecided_branches():
+    claim = "ld_sufficient_at_high_repetition"
+    frontier = {("LD_CAT_zipf", "near_frontier"): [(0.5, True)] * 3}
+    # Formed in no seed, but nothing else at the level is ahead of it.
+    world = {("noLD_zipf", "high"): [(0.1, False)] * 3,
+             ("LD_uniform", "high"): [(0.3, False)] * 3} | frontier  # fmt: skip
+    verdict = mv.judge_claims(_runs(world))[claim]
+    assert (verdict["verdict"], verdict["reason"]) == (
+        UNDECIDABLE,
+        "LD_uniform@high (T) vs noLD_zipf@high (K): every seed: neither formed; LD_uniform@high "
+        "formed in no seed, but no other process at its level is ahead of it by the paired rule",
+    )
+    # The no-LD control formed as fast: the pair is contradicted, the claim only undecided.
+    world[("noLD_zipf", "high")] = [(0.6, True)] * 3
+    world[("LD_uniform", "high")] = [(0.59, True), (0.60, True), (0.61, True)]
+    verdict = mv.judge_claims(_runs(world))[claim]
+    assert (verdict["verdict"], verdict["reason"]) == (
+        UNDECIDABLE,
+        "LD_uniform@high (T) vs noLD_zipf@high (K): K formed in every seed at 0.4 and the paired "
+        "CI [-0.0248, 0.0248] does not lie above 0",
+    )
+    assert verdict["comparisons"][0]["verdict"] == CONTRADICTED
+    # No LD-only process at that level.
+    world = {("LD_zipf", "high"): [(0.5, True)] * 3,
+             ("LD_CAT_uniform", "high"): [(0.5, True)] * 3} | frontier  # fmt: skip
+    verdict = mv.judge_claims(_runs(world))[claim]
+    assert (verdict["verdict"], verdict["reason"]) == (
+        UNDECIDABLE, "no condition at level 'high' with local dependency only (no CAT, no Zipf)"
+    )  # fmt: skip
+
+
+def test_ld_sufficient_floor_branches():
+    claim = "ld_sufficient_at_high_repetition"
+    frontier = {("LD_CAT_zipf", "near_frontier"): [(0.5, True)] * 3}
+    world = {("LD_uniform", "high"): [(0.59, True), (0.60, False), (0.61, None)]} | frontier
+    verdict = mv.judge_claims(_runs(world))[claim]
+    assert (verdict["verdict"], verdict["reason"]) == (
+        UNDECIDABLE,
+        "LD_uniform@high, no control without local dependency: not formed in every seed (s1 not "
+        "formed, s2 <NA>)",
+    )
+    world = {("LD_uniform", "high"): [(0.59, True)]} | frontier
+    verdict = mv.judge_claims(_runs(world))[claim]
+    assert verdict["reason"] == (
+        "LD_uniform@high, no control without local dependency: one seed: no CI"
+    )
+    assert verdict["score_intervals"] == [
+        {"condition": "LD_uniform@high", "mean": 0.59, "ci_low": None, "ci_high": None,
+         "level": 0.95, "floor": 0.2}
+    ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# judge_claims, the robustness table and the summary
+# --------------------------------------------------------------------------------------------
+def test_judge_claims_with_custom_levels_rules_and_summary():
+    world = {
+        ("noLD_zipf", "top"): [(0.1, False)] * 3,
+        ("LD_uniform", "top"): [(0.59, True), (0.60, True), (0.61, True)],
+        ("LD_CAT_zipf", "edge"): [(0.5, True)] * 3,
+        ("LD_zipf", "edge"): [(0.21, False), (0.20, False), (0.19, False)],
+        ("LD_CAT_uniform", "edge"): [(0.11, False), (0.10, False), (0.09, False)],
+    }
+    runs = _runs(world)
+    verdicts = mv.judge_claims(
+        runs, high_level="top", frontier_level="edge", thresholds=(0.3, 0.4), decision_threshold=0.5
+    )
     assert list(verdicts) == list(mv.CLAIMS)
-    assert mv.verdict_summary(verdicts) == {name: SUPPORTED for name in mv.CLAIMS}
+    assert mv.verdict_summary(verdicts) == dict.fromkeys(mv.CLAIMS, SUPPORTED)
+    for name, verdict in verdicts.items():
+        assert verdict["claim"] == mv.CLAIMS[name] and verdict["rule"] == mv.RULES[name]
+        assert verdict["threshold"] == 0.5
+        assert verdict["by_threshold"] == {"0.3": SUPPORTED, "0.4": SUPPORTED, "0.5": SUPPORTED}
+        assert verdict["agrees_across_thresholds"] is True
+    assert "the floor 0.2);" in mv.RULES["ld_sufficient_at_high_repetition"]
     assert mv.verdict_summary({"x": {"verdict": 3}}) == {"x": "3"}
-    with pytest.raises(ValueError, match=r"level 'high' is not in the conditions table "
+    with pytest.raises(ValueError, match=r"level 'high' is not in the runs table "
                        r"\(levels: \['edge', 'top'\]\)"):  # fmt: skip
-        mv.judge_claims(t, frontier_level="edge")
+        mv.judge_claims(runs, frontier_level="edge")
     with pytest.raises(ValueError, match="level 'near_frontier' is not"):
-        mv.judge_claims(t, high_level="top")
-    empty = mv.judge_claims(pd.DataFrame(columns=mv.CONDITION_COLUMNS))
-    assert set(mv.verdict_summary(empty).values()) == {UNDECIDABLE}
+        mv.judge_claims(runs, high_level="top")
+    with pytest.raises(ValueError, match=r"run table lacks columns \['marginal'\]"):
+        mv.judge_claims(runs.drop(columns=["marginal"]), high_level="top", frontier_level="edge")
 
 
-def test_cell_reports_s_star_as_float_or_none():
-    t = _table([("LD_uniform", "high", "yes"), ("LD_zipf", "high", "no")])
-    assert mv._cell(t.iloc[0]) == _cells(t, ["LD_uniform@high"])[0]
-    assert mv._cell(t.iloc[0])["s_star"] == 100.0
-    assert mv._cell(t.iloc[1])["s_star"] is None
-    assert isinstance(mv._cell(t.iloc[0])["n_formed"], int)
+def test_judge_claims_on_no_runs_is_undecided_everywhere():
+    runs = _runs({("LD_uniform", "high"): [(0.5, True)]}).iloc[:0]
+    verdicts = mv.judge_claims(runs)
+    assert {name: (v["verdict"], v["reason"]) for name, v in verdicts.items()} == {
+        "ld_necessary": (UNDECIDABLE, "no condition without local dependency"),
+        "ld_sufficient_at_high_repetition": (
+            UNDECIDABLE, "no condition at level 'high' with local dependency only (no CAT, no Zipf)"
+        ),
+        "cat_and_zipf_needed_near_frontier": (
+            UNDECIDABLE,
+            "cat_needed: no full process (LD + CAT + Zipf) at level 'near_frontier'; "
+            "zipf_needed: no full process (LD + CAT + Zipf) at level 'near_frontier'",
+        ),
+    }  # fmt: skip
+
+
+def test_threshold_robustness_table_values():
+    verdicts = {
+        "a": {"verdict": SUPPORTED, "threshold": 0.4,
+              "by_threshold": {"0.3": UNDECIDABLE, "0.4": SUPPORTED, "0.5": SUPPORTED}},
+        "b": {"verdict": CONTRADICTED, "threshold": 0.3, "by_threshold": {"0.3": CONTRADICTED}},
+    }  # fmt: skip
+    table = mv.threshold_robustness_table(verdicts)
+    assert table.to_dict("records") == [
+        {"claim": "a", "threshold": 0.3, "verdict": UNDECIDABLE, "decision": False,
+         "agrees": False},
+        {"claim": "a", "threshold": 0.4, "verdict": SUPPORTED, "decision": True, "agrees": True},
+        {"claim": "a", "threshold": 0.5, "verdict": SUPPORTED, "decision": False, "agrees": True},
+        {"claim": "b", "threshold": 0.3, "verdict": CONTRADICTED, "decision": True,
+         "agrees": True},
+    ]  # fmt: skip
+    assert list(mv.threshold_robustness_table({}).columns) == [
+        "claim", "threshold", "verdict", "decision", "agrees"
+    ]  # fmt: skip

@@ -149,3 +149,58 @@ def test_check_formed_needs_a_status_column():
         ValueError, match=r"^pareto.cell_table: no status column to check formed against$"
     ):
         pareto_cells.check_formed_matches_status(table)
+
+
+# --------------------------------------------------------------------------------------------
+# Formation columns and the per-cell summary over seeds
+# --------------------------------------------------------------------------------------------
+def _seed_table() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "run_name": ["a_s0", "a_s1", "a_s2", "b_s0", "b_s1"],
+            "label": ["a", "a", "a", "b", "b"],
+            "frequency": [0.5, 0.5, 0.5, 1.0, 1.0],
+            "reliability": [1.0, 1.0, 1.0, 0.5, 0.5],
+            "formed": [1.0, 1.0, 0.0, 0.0, 0.0],
+            "step": [100.0, 400.0, 2000.0, 2000.0, 2000.0],
+            "formation_score": [0.5, 0.3, 0.1, 0.2, 0.2],
+            "formed_at_0.3": pd.array([True, True, True, False, pd.NA], dtype="boolean"),
+            "formed_at_0.5": pd.array([True, False, False, False, False], dtype="boolean"),
+        }
+    )
+
+
+def test_with_formation_joins_by_run_and_requires_every_run() -> None:
+    table = _seed_table()[["run_name", "label"]]
+    formation = _seed_table()[["run_name", "formation_score", "formed_at_0.3"]].iloc[::-1]
+    formation = formation.assign(metric="m", budget_steps=10.0)
+    joined = pareto_cells._with_formation(table, formation)
+    assert list(joined.columns) == ["run_name", "label", "formation_score", "formed_at_0.3"]
+    assert joined["formation_score"].tolist() == [0.5, 0.3, 0.1, 0.2, 0.2]
+    assert pareto_cells._with_formation(table, None) is table
+    with pytest.raises(ValueError, match=r"missing from the formation table: \['a_s0'\]"):
+        pareto_cells._with_formation(table, formation.iloc[:-1])
+    assert pareto_cells.thresholds_of(joined) == [0.3]
+
+
+def test_cell_summary_by_hand() -> None:
+    summary = pareto_cells.cell_summary(_seed_table(), level=0.95).set_index("label")
+    a, b = summary.loc["a"], summary.loc["b"]
+    assert (a["n_seeds"], a["n_formed"], b["n_seeds"], b["n_formed"]) == (3, 2, 2, 0)
+    assert a["formed_share"] == pytest.approx(2 / 3)
+    assert a["formed_share_at_0.3"] == 1.0 and a["formed_share_at_0.5"] == pytest.approx(1 / 3)
+    assert b["formed_share_at_0.3"] == 0.0  # the unobserved seed is left out
+    # formation score a: mean 0.3, sd 0.2, t(0.975, 2) = 4.302653 -> 0.3 +- 4.302653*0.2/sqrt(3)
+    half = 4.302652729911275 * 0.2 / np.sqrt(3)
+    assert a["formation_score"] == pytest.approx(0.3)
+    assert a["formation_score_ci_low"] == pytest.approx(0.3 - half)
+    assert a["formation_score_ci_high"] == pytest.approx(0.3 + half)
+    # b: two equal seeds -> a zero-width interval.
+    assert b["formation_score_ci_low"] == pytest.approx(0.2) == b["formation_score_ci_high"]
+    # S*: geometric mean of the formed seeds (100, 400) = 200; log sd = log(4)/sqrt(2),
+    # t(0.975, 1) = 12.706205 -> exp(log 200 +- 12.706205 * log(4) / 2).
+    half = 12.706204736174698 * np.log(4) / np.sqrt(2) / np.sqrt(2)
+    assert a["sstar"] == pytest.approx(200.0)
+    assert a["sstar_ci_low"] == pytest.approx(200 * np.exp(-half))
+    assert a["sstar_ci_high"] == pytest.approx(200 * np.exp(half))
+    assert np.isnan(b["sstar"]) and np.isnan(b["sstar_ci_low"])

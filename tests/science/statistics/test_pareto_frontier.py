@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ih_kedro.science.statistics import pareto_bootstrap as pb
 from ih_kedro.science.statistics import pareto_frontier as pf
 
 # True model: logit P = 6 + 2 log f + 2.5 log r  ->  50% contour log r = -(6 + 2 log f) / 2.5,
@@ -45,7 +46,7 @@ def test_recovers_a_known_frontier_and_the_band_covers_it():
     assert ((ci[:, 0] <= TRUE) & (TRUE <= ci[:, 1])).all(), (fit.coef, ci)
     assert fit.monotone_increasing and fit.converged and not fit.separated
     grid = FS[2:5]  # interior frequencies, where the true contour lies inside the grid
-    band = pf.bootstrap_contour(runs, grid, n_bootstrap=60, seed=1, unit="cell")
+    band = pb.bootstrap_contour(runs, grid, n_bootstrap=60, seed=1, unit="cell")
     truth = _true_contour(grid)
     assert ((band["band_low"] <= truth) & (truth <= band["band_high"])).all(), band
     # The point estimate is close to the truth (within 10% in reliability).

@@ -113,9 +113,9 @@ def _no_call(*args: Any, **kwargs: Any) -> None:
 def test_estimate_frontier_checks_formed_against_status_before_anything_else(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for name in ("fit_frontier", "bootstrap_contour", "fit_sstar_growth", "budget_shift",
-                 "pareto_minimal_cells"):  # fmt: skip
+    for name in ("fit_frontier", "fit_sstar_growth", "budget_shift", "pareto_minimal_cells"):
         monkeypatch.setattr(pf, name, _no_call)
+    monkeypatch.setattr(pareto_summary.pb, "bootstrap_frontier", _no_call)
     monkeypatch.setattr(pareto_summary, "fit_runs", _no_call)
     monkeypatch.setattr(pareto_summary, "aggregate_cells", _no_call)
     cells = frontier_cells()

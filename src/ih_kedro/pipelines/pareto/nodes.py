@@ -21,8 +21,9 @@ import pandas as pd
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.data.variants.bigram_model import BigramModel, estimate_bigram_model
 from ih_kedro.science.data.variants.semi_natural import VARIANT
-from ih_kedro.science.statistics import pareto_cells, pareto_summary
+from ih_kedro.science.statistics import pareto_cells, pareto_robustness, pareto_summary
 from ih_kedro.science.statistics.plots import pareto as pareto_plots
+from ih_kedro.science.telemetry.formation import DEFAULT_THRESHOLDS, formation_table
 
 logger = logging.getLogger(__name__)
 
@@ -126,21 +127,46 @@ def _run_knobs(training: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _metric_min_layer(telemetry: Mapping[str, Any], metric: str) -> int:
+    """The ``min_layer`` the telemetry's emergence spec of ``metric`` uses (1 if none)."""
+    for spec in (telemetry.get("emergence") or {}).get("metrics", []):
+        if spec.get("metric") == metric:
+            return int(spec.get("min_layer", 1))
+    return 1
+
+
 def build_cell_table(
     sweep_manifest: pd.DataFrame,
     emergence_table: pd.DataFrame,
+    score_samples: Mapping[str, Any],
     train_tokens: PackedTokens,
     variant_data: Mapping[str, Any],
     training: Mapping[str, Any],
+    telemetry: Mapping[str, Any],
     frontier: Mapping[str, Any],
 ) -> pd.DataFrame:
     """One row per run of the grid (``params:training``): targets, realised knobs, emergence
     status, S* with its CI, tokens (``params:frontier``: ``metric``, ``method``,
     ``realised_batches``, ``tolerance``): :func:`~ih_kedro.science.statistics.pareto_cells.
-    build_cell_table`."""
+    build_cell_table`; plus the threshold-free formation score and the formed verdict at each
+    of ``frontier.thresholds`` (:func:`~ih_kedro.science.telemetry.formation.formation_table`
+    on the best head's curve of ``frontier.metric``)."""
     knobs = _run_knobs(training)
+    metric = str(frontier.get("metric", "prefix_matching"))
+    thresholds = [float(t) for t in frontier.get("thresholds", DEFAULT_THRESHOLDS)]
+    online = dict(training.get("online_emergence") or {})
+    if online.get("enabled") and online.get("early_stop"):
+        pareto_robustness.check_thresholds(thresholds, float(online.get("threshold", 0.4)))
+    budgets = dict(zip(knobs["run_name"], knobs["budget_steps"], strict=True))
+    formation = formation_table(
+        {name: score_samples[name] for name in knobs["run_name"] if name in score_samples},
+        budgets,
+        metric=metric,
+        min_layer=_metric_min_layer(telemetry, metric),
+        thresholds=thresholds,
+    )
     return pareto_cells.build_cell_table(
-        knobs, sweep_manifest, emergence_table, train_tokens, variant_data, frontier
+        knobs, sweep_manifest, emergence_table, train_tokens, variant_data, frontier, formation
     )
 
 
@@ -153,6 +179,32 @@ def estimate_frontier(
     """``frontier_table`` and ``frontier_summary`` of the cell table (``params:frontier``):
     :func:`~ih_kedro.science.statistics.pareto_summary.estimate_frontier`."""
     return pareto_summary.estimate_frontier(cell_table, params)
+
+
+def summarise_robustness(
+    cell_table: pd.DataFrame, params: Mapping[str, Any]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``cell_summary`` (one row per cell, seeds as the unit: formed shares per threshold, the
+    formation score and S* with t CIs over seeds) and ``threshold_robustness`` (the knobs'
+    coefficients, ratio and verdicts at every threshold and on the formation score):
+    :func:`~ih_kedro.science.statistics.pareto_cells.cell_summary`,
+    :func:`~ih_kedro.science.statistics.pareto_robustness.robustness_table`."""
+    level = float(params.get("level", 0.95))
+    cells = pareto_cells.cell_summary(cell_table, level=level)
+    table = pareto_robustness.robustness_table(
+        cell_table, fit_method=str(params.get("fit_method", "firth")), level=level
+    )
+    for row in table.itertuples(index=False):
+        logger.info(
+            "pareto %s: both knobs matter %s, reliability weighs more %s (ratio %.2f [%.2f, %.2f])",
+            row.measure,
+            row.both_knobs_matter,
+            row.reliability_weighs_more,
+            row.ratio,
+            row.ratio_ci_low,
+            row.ratio_ci_high,
+        )
+    return cells, table
 
 
 # --------------------------------------------------------------------------------------------
@@ -202,6 +254,11 @@ def log_pareto_to_mlflow(frontier_summary: Mapping[str, Any]) -> None:
     for key, value in frontier_summary["budget_shift"].items():
         if value is not None:
             metrics[f"pareto.budget_shift.{key}"] = float(value)
+    verdict_tags = {
+        f"pareto.verdict.{claim}": f"{v['verdict']} (agree across thresholds: "
+        f"{v['agrees_across_measures']})"
+        for claim, v in (frontier_summary.get("verdicts") or {}).items()
+    }
     started = mlflow.active_run() is None
     if started:
         mlflow.start_run(run_name="pareto")
@@ -210,7 +267,8 @@ def log_pareto_to_mlflow(frontier_summary: Mapping[str, Any]) -> None:
         mlflow.set_tags({"pareto.status": frontier_summary["status"],
                          "pareto.monotone_increasing": str(frontier_summary["monotone_increasing"]),
                          "pareto.separated": str(frontier_summary["separated"]),
-                         "pareto.longer_budget": frontier_summary["longer_budget"][:5000]})  # fmt: skip
+                         "pareto.longer_budget": frontier_summary["longer_budget"][:5000],
+                         **verdict_tags})  # fmt: skip
         logger.info("pareto: logged %d metrics to MLflow", len(metrics))
     finally:
         if started:

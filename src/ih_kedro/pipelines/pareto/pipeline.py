@@ -9,8 +9,11 @@ scores the checkpoints and detects emergence. The experiment's own nodes:
 * ``pareto.semi_natural``: ``train_tokens`` → ``pareto.bigram_model`` (saved ``.npz``) →
   ``pareto.variant_data`` (the model's path and checksum), an input of the training sweep, so
   the model is a real upstream of training (Ray workers read the model from that path);
-* ``pareto.frontier``: ``pareto.cell_table`` (one row per run), ``pareto.frontier_table`` and
-  ``pareto.frontier_summary``, the figures (catalog: files and MLflow artifacts), MLflow metrics.
+* ``pareto.frontier``: ``pareto.cell_table`` (one row per run, with the threshold-free
+  formation score and the formed verdict at each threshold), ``pareto.cell_summary`` (one row
+  per cell, seeds as the unit), ``pareto.threshold_robustness`` (the knobs' verdicts at every
+  threshold), ``pareto.frontier_table`` and ``pareto.frontier_summary``, the figures (catalog:
+  files and MLflow artifacts), MLflow metrics and verdict tags.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from .nodes import (
     plot_frontier,
     plot_sstar_distance,
     semi_natural_variant_data,
+    summarise_robustness,
 )
 
 EXPERIMENT = "pareto"
@@ -56,9 +60,11 @@ def frontier_pipeline() -> Pipeline:
     return Pipeline(
         [
             Node(build_cell_table,
-                 ["sweep_manifest", "emergence_table", "train_tokens",
-                  "variant_data", "params:training", "params:frontier"],
+                 ["sweep_manifest", "emergence_table", "score_samples", "train_tokens",
+                  "variant_data", "params:training", "params:telemetry", "params:frontier"],
                  "cell_table", name="build_cell_table"),
+            Node(summarise_robustness, ["cell_table", "params:frontier"],
+                 ["cell_summary", "threshold_robustness"], name="summarise_robustness"),
             Node(estimate_frontier, ["cell_table", "params:frontier"],
                  ["frontier_table", "frontier_summary"], name="estimate_frontier"),
             Node(plot_frontier,

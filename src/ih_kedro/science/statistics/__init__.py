@@ -4,19 +4,32 @@ The emergence law regresses the log emergence step on log B and log C (OLS, or T
 censored runs), with cluster-robust CIs by configuration, leave-one-configuration-out r, Wald
 tests against published exponents and prediction intervals. The Pareto frontier is a logistic
 model of head formation over frequency x reliability, with a bootstrap contour band, the
-Pareto-minimal cells and the growth of S* toward the frontier. The Markov verdicts judge the
-study's claims from a conditions table. ``plots`` draws every figure the pipelines publish.
+Pareto-minimal cells and the growth of S* toward the frontier, its seed bootstrap and its
+verdicts at several thresholds and on a threshold-free formation score. The Markov verdicts judge the
+study's claims from the runs, conditions paired by seed (``paired_seeds``: the paired t interval
+and the rule that asks every seed to agree), at several thresholds. ``plots`` draws every figure
+the pipelines publish.
 
 - ``law_design``: ``build_design``, ``validate_table``, ``censored_mask``, ``Design``
 - ``censored_regression``: ``fit_ols``, ``fit_tobit``, ``coefficient_ci``, ``RegressionFit``
 - ``emergence_law``: ``fit_emergence_law``, ``EmergenceLawFit``, ``SEED_EXPONENTS``
 - ``emergence_prediction``: ``predict_emergence``, ``fit_summary_table``, ``fit_summary_dict``,
   ``observed_vs_predicted``
-- ``pareto_frontier``: ``fit_frontier``, ``bootstrap_contour``, ``pareto_minimal_cells``,
-  ``fit_sstar_growth``, ``budget_shift``, ``FrontierFit``
-- ``pareto_cells``: ``build_cell_table``, ``aggregate_cells``, ``CELL_COLUMNS``
+- ``pareto_frontier``: ``fit_frontier``, ``pareto_minimal_cells``, ``fit_sstar_growth``,
+  ``budget_shift``, ``FrontierFit``
+- ``pareto_bootstrap``: ``bootstrap_frontier``, ``bootstrap_contour``, ``FrontierBootstrap``,
+  ``BOOTSTRAP_UNITS``
+- ``pareto_cells``: ``build_cell_table``, ``aggregate_cells``, ``cell_summary``,
+  ``thresholds_of``, ``CELL_COLUMNS``
+- ``pareto_robustness``: ``robustness_table``, ``robustness_verdicts``, ``threshold_fit``,
+  ``formation_score_fit``, ``RULES``
 - ``pareto_summary``: ``estimate_frontier``, ``TABLE_COLUMNS``
-- ``markov_verdicts``: ``condition_table``, ``judge_claims``, ``verdict_summary``
+- ``paired_seeds``: ``paired_difference``, ``PairedDifference``, ``judge_pair``,
+  ``mean_interval``, ``equivalence``, ``PAIRED_RULE``
+- ``markov_verdicts``: ``condition_table``, ``judge_claims``, ``threshold_robustness_table``,
+  ``verdict_summary``, ``compare_conditions``, ``RULES``
+- ``markov_calibration``: ``frontier_level``, ``calibration_outcomes``, ``calibration_levels``,
+  ``calibration_level_name``
 - ``plots.law``: ``plot_trajectories``, ``plot_predicted_vs_observed``,
   ``plot_residuals_vs_model_size``
 - ``plots.pareto``: ``plot_frontier_heatmap``, ``plot_sstar_vs_distance``

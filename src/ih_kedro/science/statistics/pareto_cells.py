@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import t as student_t
 
 from ih_kedro.science.data.batches import sample_batch
 from ih_kedro.science.data.packed import PackedTokens
@@ -135,8 +136,10 @@ def build_cell_table(
     train_tokens: PackedTokens,
     variant_data: Mapping[str, Any],
     frontier: Mapping[str, Any],
+    formation: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """One row per run: targets, realised knobs, emergence status, S* with its CI, tokens.
+    """One row per run: targets, realised knobs, emergence status, S* with its CI, tokens, and
+    (with ``formation``) the threshold-free formation score and the verdict at each threshold.
 
     The realised frequency and reliability are measured on the run's own first
     ``frontier.realised_batches`` training batches (the exact batches it trained on) and must
@@ -150,9 +153,12 @@ def build_cell_table(
         train_tokens: the training stream the runs sampled their batches from.
         variant_data: the options every semi-natural run reads the bigram model with.
         frontier: ``metric``, ``method``, ``realised_batches``, ``tolerance``.
+        formation: one row per run (:func:`ih_kedro.science.telemetry.formation.
+            formation_table`): its ``formation_score, peak, step_at_<t>, formed_at_<t>``
+            columns are appended; every run of the grid needs a row.
 
     Returns:
-        The cell table, columns :data:`CELL_COLUMNS`.
+        The cell table, columns :data:`CELL_COLUMNS` (+ the formation columns).
     """
     metric = str(frontier.get("metric", "prefix_matching"))
     method = str(frontier.get("method", "threshold"))
@@ -183,7 +189,28 @@ def build_cell_table(
         int((table["formed"] == 0).sum()),
         int(table["formed"].isna().sum()),
     )
-    return table[list(CELL_COLUMNS)]
+    return _with_formation(table[list(CELL_COLUMNS)], formation)
+
+
+def _with_formation(table: pd.DataFrame, formation: pd.DataFrame | None) -> pd.DataFrame:
+    """``table`` with the formation columns of ``formation`` joined by run name."""
+    if formation is None:
+        return table
+    missing = sorted(set(table["run_name"]) - set(formation["run_name"]))
+    if missing:
+        raise ValueError(f"pareto: runs missing from the formation table: {missing}")
+    columns = [
+        c
+        for c in formation.columns
+        if c in {"formation_score", "peak"} or c.startswith(("step_at_", "formed_at_"))
+    ]
+    return table.merge(formation[["run_name", *columns]], on="run_name", how="left")
+
+
+def thresholds_of(table: pd.DataFrame) -> list[float]:
+    """The thresholds whose ``formed_at_<t>`` columns ``table`` holds, ascending."""
+    return sorted(float(c.removeprefix("formed_at_")) for c in table.columns
+                  if c.startswith("formed_at_"))  # fmt: skip
 
 
 def check_formed_matches_status(cell_table: pd.DataFrame) -> None:
@@ -216,6 +243,48 @@ def fit_runs(cell_table: pd.DataFrame) -> pd.DataFrame:
     runs = runs[(runs["frequency"] > 0) & (runs["reliability"] > 0)]
     runs["cell"] = runs["label"]
     return runs
+
+
+def _t_interval(values: pd.Series, level: float) -> tuple[float, float, float]:
+    """Mean and Student-t interval over seeds (NaN interval with fewer than 2 values)."""
+    x = pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float)  # (n,)
+    if len(x) == 0:
+        return math.nan, math.nan, math.nan
+    mean = float(x.mean())
+    if len(x) < 2:
+        return mean, math.nan, math.nan
+    half = float(student_t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
+    return mean, mean - half, mean + half
+
+
+def cell_summary(cell_table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
+    """One row per grid cell, seeds as the unit: formed shares and the seeds' spread.
+
+    Columns: ``label, frequency, reliability, n_seeds, formed_share`` (the frontier's reading
+    of status), ``formed_share_at_<t>`` per threshold of the formation columns (unobserved
+    seeds left out), ``formation_score`` with its Student-t CI over seeds, and ``sstar`` the
+    geometric mean S* of the seeds that formed with a t CI on log S* over those seeds
+    (``n_formed`` of them; NaN CI below 2).
+    """
+    rows = []
+    for (label, f, r), group in cell_table.groupby(["label", "frequency", "reliability"],
+                                                   sort=False):  # fmt: skip
+        formed = group[group["formed"] == 1.0]
+        row: dict[str, Any] = {"label": label, "frequency": f, "reliability": r,
+                               "n_seeds": len(group), "n_formed": len(formed),
+                               "formed_share": float(group["formed"].mean())}  # fmt: skip
+        for t in thresholds_of(group):
+            known = group[f"formed_at_{t:g}"].dropna()
+            row[f"formed_share_at_{t:g}"] = float(known.mean()) if len(known) else math.nan
+        if "formation_score" in group:
+            score = _t_interval(group["formation_score"], level)
+            row.update(zip(("formation_score", "formation_score_ci_low",
+                            "formation_score_ci_high"), score, strict=True))  # fmt: skip
+        log_sstar = _t_interval(np.log(formed["step"].clip(lower=1.0)), level)
+        row.update(zip(("sstar", "sstar_ci_low", "sstar_ci_high"), np.exp(log_sstar),
+                       strict=True))  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def aggregate_cells(cell_table: pd.DataFrame) -> pd.DataFrame:

@@ -13,8 +13,7 @@ head form within the step budget? This module estimates
   likelihood (Jeffreys prior; finite under separation); ``method="mle"`` uses statsmodels' Logit.
   Coefficient CIs are Wald intervals from the (penalised) information matrix.
 * the **frontier**: the 50% contour ``log r = (logit(0.5) - b0 - b1 log f) / b2`` on a grid of
-  frequencies, with a pointwise percentile **bootstrap band** from refits on runs resampled with
-  replacement (``unit="run"``) or on whole cells with all their seeds (``unit="cell"``).
+  frequencies (its bootstrap band: :mod:`ih_kedro.science.statistics.pareto_bootstrap`).
 * the empirical **Pareto set**: successful cells (formed in at least half their seeds) that no
   other successful cell dominates from below (lower or equal f and r).
 * **S* growth near the frontier**: OLS of ``log S*`` on the signed distance ``d`` of a run from
@@ -31,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -283,100 +281,6 @@ def _fit(X: np.ndarray, y: np.ndarray, method: str, level: float, separated: boo
     )
 
 
-BOOTSTRAP_DROPS = ("one_outcome", "fit_failed", "not_converged", "no_contour")
-"""Why a bootstrap replicate gives no contour (counted per reason in the band's table)."""
-
-
-def _replicate_contour(
-    sample: pd.DataFrame, grid: np.ndarray, method: str, level: float
-) -> tuple[np.ndarray | None, str | None]:
-    """One replicate's log contour on ``grid`` (G,), or ``None`` and why it was dropped."""
-    y = sample["formed"].to_numpy(dtype=float)
-    if y.min() == y.max():
-        return None, "one_outcome"
-    try:
-        X = _design(sample["frequency"].to_numpy(), sample["reliability"].to_numpy())  # (n, 3)
-        # Only the MLE needs to know about separation (it does not exist there); Firth is
-        # finite either way, so its replicates skip the linear program (slower than the fit).
-        fit = _fit(X, y, method, level, separated=method == "mle" and _separable(X, y))
-    except (ValueError, np.linalg.LinAlgError):
-        return None, "fit_failed"  # e.g. method mle on a separated resample
-    if not fit.converged:
-        return None, "not_converged"
-    curve = fit.log_contour(grid)  # (G,)
-    if not np.isfinite(curve).any():
-        return None, "no_contour"  # b2 <= 0: no 50% contour in reliability
-    return curve, None
-
-
-def bootstrap_contour(
-    runs: pd.DataFrame,
-    frequency_grid: np.ndarray,
-    *,
-    n_bootstrap: int = 200,
-    seed: int = 0,
-    unit: str = "run",
-    method: str = "firth",
-    level: float = 0.95,
-) -> pd.DataFrame:
-    """The 50% contour on ``frequency_grid`` with a pointwise percentile bootstrap band.
-
-    Every replicate is refitted with the same ``method`` as the full fit, and the band spans
-    the central ``level`` of the replicates' contours. A replicate is dropped, and counted by
-    reason, when its resample has one outcome only, its fit fails (``mle`` under separation),
-    its fit did not converge, or it has no contour (``b2 <= 0``).
-
-    ``runs`` has columns ``frequency, reliability, formed`` (and ``cell`` for ``unit="cell"``).
-    Returns one row per frequency: ``frequency, reliability_50`` (the fit on all runs),
-    ``band_low, band_high``, ``n_replicates`` (replicates with a finite contour there),
-    ``n_bootstrap``, ``level``, ``method`` and ``n_dropped_<reason>`` for each
-    :data:`BOOTSTRAP_DROPS` reason.
-    """
-    if unit not in ("run", "cell"):
-        raise ValueError(f"pareto.frontier.bootstrap_unit: {unit!r} is not 'run' or 'cell'")
-    grid = np.asarray(frequency_grid, dtype=float)
-    full = fit_frontier(
-        runs["frequency"], runs["reliability"], runs["formed"], method=method, level=level
-    )
-    rng = np.random.default_rng(seed)
-    groups = (
-        [np.flatnonzero(runs["cell"].to_numpy() == c) for c in pd.unique(runs["cell"])]
-        if unit == "cell"
-        else [np.array([i]) for i in range(len(runs))]
-    )
-    curves, dropped = [], dict.fromkeys(BOOTSTRAP_DROPS, 0)
-    for _ in range(n_bootstrap):
-        picks = rng.integers(0, len(groups), size=len(groups))
-        sample = runs.iloc[np.concatenate([groups[i] for i in picks])]
-        curve, reason = _replicate_contour(sample, grid, method, level)
-        if reason is not None:
-            dropped[reason] += 1
-        else:
-            curves.append(curve)
-    tail = (1 - level) / 2 * 100
-    stack = np.array(curves) if curves else np.full((1, grid.shape[0]), np.nan)  # (m, G)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns give NaN bands
-        low = np.exp(np.nanpercentile(stack, tail, axis=0))  # (G,)
-        high = np.exp(np.nanpercentile(stack, 100 - tail, axis=0))  # (G,)
-    valid = np.isfinite(stack).sum(axis=0)  # (G,)
-    if sum(dropped.values()):
-        logger.info("pareto bootstrap (%s): replicates dropped %s", method, dropped)
-    return pd.DataFrame(
-        {
-            "frequency": grid,
-            "reliability_50": full.contour(grid),
-            "band_low": low,
-            "band_high": high,
-            "n_replicates": valid.astype(int),
-            "n_bootstrap": int(n_bootstrap),
-            "level": float(level),
-            "method": method,
-            **{f"n_dropped_{reason}": int(n) for reason, n in dropped.items()},
-        }
-    )
-
-
 # --------------------------------------------------------------------------------------------
 # Pareto set and S* growth
 # --------------------------------------------------------------------------------------------
@@ -498,12 +402,10 @@ def budget_shift(
 
 
 __all__ = [
-    "BOOTSTRAP_DROPS",
     "COEFFICIENTS",
     "FORMED_STATUSES",
     "FrontierFit",
     "GrowthFit",
-    "bootstrap_contour",
     "budget_shift",
     "emergence_status",
     "fit_frontier",

@@ -20,7 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ih_kedro.science.statistics import pareto_bootstrap as pb
 from ih_kedro.science.statistics import pareto_frontier as pf
+from ih_kedro.science.statistics import pareto_robustness as robustness
 from ih_kedro.science.statistics.pareto_cells import (
     aggregate_cells,
     check_formed_matches_status,
@@ -39,6 +41,7 @@ class _FrontierFits:
 
     fit: pf.FrontierFit
     contour: pd.DataFrame
+    coefficient_cis: pd.DataFrame  # seed-resampled percentile CIs (pareto_bootstrap)
     growth: pf.GrowthFit
     factors: tuple[float, ...]
     shift: pd.DataFrame
@@ -80,12 +83,12 @@ def _fit_the_frontier(
     )
     f_lo, f_hi = runs["frequency"].min(), runs["frequency"].max()
     grid = np.exp(np.linspace(np.log(f_lo), np.log(f_hi), int(params.get("n_grid", 25))))
-    contour = pf.bootstrap_contour(
+    boot = pb.bootstrap_frontier(
         runs,
         grid,
         n_bootstrap=int(params.get("n_bootstrap", 200)),
         seed=int(params.get("seed", 0)),
-        unit=str(params.get("bootstrap_unit", "run")),
+        unit=str(params.get("bootstrap_unit", "seed")),
         method=fit_method,
         level=level,
     )
@@ -94,7 +97,7 @@ def _fit_the_frontier(
     growth = pf.fit_sstar_growth(distance[formed], runs.loc[formed, "step"], level=level)
     factors = tuple(float(k) for k in params.get("budget_factors", [2, 4]))
     shift = pf.budget_shift(fit, growth, grid, factors)
-    return _FrontierFits(fit, contour, growth, factors, shift)
+    return _FrontierFits(fit, boot.contour, boot.coefficients, growth, factors, shift)
 
 
 def _frontier_rows(fits: _FrontierFits, ci: np.ndarray, pareto_set: pd.DataFrame) -> pd.DataFrame:
@@ -108,6 +111,11 @@ def _frontier_rows(fits: _FrontierFits, ci: np.ndarray, pareto_set: pd.DataFrame
     ratio, ratio_low, ratio_high = fit.coefficient_ratio()
     rows.append({"kind": "coefficient_ratio", "name": "log_frequency/log_reliability",
                  "estimate": ratio, "ci_low": ratio_low, "ci_high": ratio_high})  # fmt: skip
+    estimates = {**dict(zip(pf.COEFFICIENTS, fit.coef, strict=True)), "ratio": ratio}
+    for row in fits.coefficient_cis.itertuples(index=False):
+        rows.append({"kind": "coefficient_bootstrap", "name": row.name,
+                     "estimate": estimates[row.name], "ci_low": row.ci_low,
+                     "ci_high": row.ci_high, "n": row.n_replicates})  # fmt: skip
     for row in contour.itertuples(index=False):
         rows.append({"kind": "contour", "name": "p50", "frequency": row.frequency,
                      "reliability": row.reliability_50, "ci_low": row.band_low,
@@ -133,7 +141,7 @@ def _fitted_summary(base: dict[str, Any], fits: _FrontierFits, ci: np.ndarray) -
     fit, growth, factors, shift = fits.fit, fits.growth, fits.factors, fits.shift
     ratio, ratio_low, ratio_high = fit.coefficient_ratio()
     dropped = {
-        reason: int(fits.contour[f"n_dropped_{reason}"].iloc[0]) for reason in pf.BOOTSTRAP_DROPS
+        reason: int(fits.contour[f"n_dropped_{reason}"].iloc[0]) for reason in pb.BOOTSTRAP_DROPS
     }
     return {
         "status": "ok",
@@ -160,8 +168,14 @@ def _fitted_summary(base: dict[str, Any], fits: _FrontierFits, ci: np.ndarray) -
         },
         "bootstrap": {
             "method": fit.method,
+            "unit": str(fits.contour["unit"].iloc[0]),
             "n_bootstrap": int(fits.contour["n_bootstrap"].iloc[0]),
             "dropped": dropped,
+            # Percentile CIs of the refits (seed-resampled by default), beside the Wald CIs.
+            "coefficients": {
+                row.name: [row.ci_low, row.ci_high]
+                for row in fits.coefficient_cis.itertuples(index=False)
+            },
         },
         "growth": {
             "status": growth.status,
@@ -213,6 +227,7 @@ def estimate_frontier(
         cells[(cells["frequency"] > 0) & (cells["reliability"] > 0)]
     )
     base = _base_summary(cell_table, excluded, pareto_set, fit_method, level)
+    base["verdicts"] = _robustness(cell_table, params)
     status = _frontier_status(runs)
     if status != "ok":
         logger.warning("pareto: no frontier fitted (%s)", status)
@@ -221,6 +236,19 @@ def estimate_frontier(
     ci = fits.fit.conf_int()
     table = _frontier_rows(fits, ci, pareto_set)
     return table, _json_safe(_fitted_summary(base, fits, ci))
+
+
+def _robustness(cell_table: pd.DataFrame, params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The knob verdicts across thresholds and the formation score, when the cell table has
+    the formation columns (:mod:`~ih_kedro.science.statistics.pareto_robustness`)."""
+    if not any(c.startswith("formed_at_") for c in cell_table.columns):
+        return None
+    table = robustness.robustness_table(
+        cell_table,
+        fit_method=str(params.get("fit_method", "firth")),
+        level=float(params.get("level", 0.95)),
+    )
+    return robustness.robustness_verdicts(table, float(params.get("decision_threshold", 0.4)))
 
 
 def _frontier_status(runs: pd.DataFrame) -> str:

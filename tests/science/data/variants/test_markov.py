@@ -61,6 +61,21 @@ def test_levels_from_the_frontier_with_margin_or_the_fallback():
         resolve_levels({"bad": {"frequency": 0.0, "reliability": 1.0}})
 
 
+def test_calibrated_level_takes_the_measured_reliability():
+    calibrated = {"near": {"frequency": 0.5, "reliability": 0.71, "source": "calibration sweep"}}
+    levels = {"near": {"frequency": 0.5, "reliability": "calibrated"},
+              "high": {"frequency": 1.0, "reliability": 1.0}}  # fmt: skip
+    resolved = resolve_levels(levels, None, calibrated)
+    assert resolved["near"] == {"frequency": 0.5, "reliability": 0.71,
+                                "source": "calibration sweep"}  # fmt: skip
+    assert resolved["high"]["source"] == "parameter"
+    with pytest.raises(ValueError, match=r"levels\.near: reliability 'calibrated' but no"):
+        resolve_levels(levels, None, None)
+    with pytest.raises(ValueError, match=r"levels\.near\.frequency: 0\.25, but the calibration"):
+        resolve_levels({"near": {"frequency": 0.25, "reliability": "calibrated"}}, None,
+                       calibrated)  # fmt: skip
+
+
 def test_states_emit_the_most_frequent_tokens():
     stream = np.array([5, 5, 5, 9, 9, 2, 7, 7, 7, 7, 0, 0, 0, 0, 0])
     np.testing.assert_array_equal(state_token_ids(stream, 10, 3, eos_token_id=0), [7, 5, 9])

@@ -97,14 +97,18 @@ def frontier_reliability(
 
 
 def resolve_levels(
-    levels: Mapping[str, Mapping[str, Any]], frontier_table: pd.DataFrame | None = None
+    levels: Mapping[str, Mapping[str, Any]],
+    frontier_table: pd.DataFrame | None = None,
+    calibrated: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The repetition levels as ``name -> {frequency, reliability, source}``.
 
-    A level is ``{frequency, reliability}``; a level with ``reliability: frontier`` takes the
-    pareto frontier's reliability at its frequency times ``margin`` (default 1.0, > 1 is on the
-    forming side), clipped to 1, and falls back to its ``fallback_reliability`` when there is no
-    usable frontier table.
+    A level is ``{frequency, reliability}``; a level with ``reliability: calibrated`` takes the
+    reliability and source that ``calibrated[name]`` measured (the calibration sweep on the
+    processes themselves, :mod:`ih_kedro.science.statistics.markov_calibration`); a level with
+    ``reliability: frontier`` takes the pareto frontier's reliability at its frequency times
+    ``margin`` (default 1.0, > 1 is on the forming side), clipped to 1, and falls back to its
+    ``fallback_reliability`` when there is no usable frontier table.
     """
     if not levels:
         raise ValueError("markov.repetition.levels: no repetition level given")
@@ -116,7 +120,17 @@ def resolve_levels(
         frequency = float(level["frequency"])
         if not 0 < frequency <= 1:
             raise ValueError(f"{where}.frequency: must be in (0, 1], got {frequency}")
-        if level["reliability"] == "frontier":
+        if level["reliability"] == "calibrated":
+            if not calibrated or name not in calibrated:
+                raise ValueError(f"{where}: reliability 'calibrated' but no calibration for it")
+            reliability = float(calibrated[name]["reliability"])
+            source = str(calibrated[name]["source"])
+            if abs(float(calibrated[name]["frequency"]) - frequency) > 1e-12:
+                raise ValueError(
+                    f"{where}.frequency: {frequency:g}, but the calibration swept frequency "
+                    f"{float(calibrated[name]['frequency']):g}"
+                )
+        elif level["reliability"] == "frontier":
             found = frontier_reliability(frontier_table, frequency)
             if found is None:
                 if level.get("fallback_reliability") is None:
