@@ -4,9 +4,11 @@ The project's conf/base is copied into a temporary project with a small Pile-for
 already in the raw folder, and a conf/local that shrinks the design (16 states, 2 processes) and
 the sweep (12 steps). Everything real: the CLI, the catalog (the process files reach training
 through ``markov.variant_data``), DeepSpeed, kedro-mlflow with an SQLite store. 12 steps form no
-induction head, so every condition is ``no`` and every claim ``not decidable at this budget``
-(no condition formed): the verdict logic's other values are tested on constructed tables in
-tests/science/statistics/test_markov_verdicts.py.
+induction head, so every condition is ``no`` and every claim ``undecided`` (no condition
+formed): the verdict logic's other values are tested on constructed tables in
+tests/science/statistics/test_markov_verdicts.py. The calibration sweep (two reliabilities, one
+seed, 9 steps) forms nothing either, so the near-frontier level falls back to the highest swept
+reliability and says so.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ def _micro_params(project: Path) -> dict:
         EXPERIMENT: {
             **markov,
             "vocabulary": {"compact": True, "size": 16},
+            "calibration": {**markov["calibration"], "reliabilities": [0.71, 1.0]},
             "design": {**markov["design"], "vocab_size": 16, "processes": PROCESSES},
             "training": deep_merge(
                 {**markov["training"], "data_variants": cells},
@@ -66,6 +69,7 @@ def _micro_params(project: Path) -> dict:
                     "batch_sizes": [4],
                     "context_lengths": [8],
                     "max_steps": 12,
+                    "seeds": [0, 1],
                     "checkpoint_every": 6,
                     "checkpoint_dense_until": 2,
                     "log_every": 4,
@@ -134,7 +138,16 @@ def test_markov_kedro_run_end_to_end(tmp_path: Path) -> None:
     assert configs and {json.loads(c.read_text())["vocab_size"] for c in configs} == {18}
 
     manifest = pd.read_parquet(data / "07_model_output" / EXPERIMENT / "sweep_manifest.parquet")
-    assert len(manifest) == 4 and (manifest["steps_trained"] == 12).all()
+    assert len(manifest) == 8 and (manifest["steps_trained"] == 12).all()
+    # The calibration sweep: the reference process at f = 0.5 over the two reliabilities, to
+    # 0.75 of the budget (9 steps), through the same training stage.
+    calibration = pd.read_parquet(
+        data / "07_model_output" / EXPERIMENT / "calibration_sweep_manifest.parquet"
+    )
+    assert sorted(calibration["run_name"].str.extract(r"(calibration_r[0-9.]+)")[0]) == [
+        "calibration_r0.71", "calibration_r1",
+    ]  # fmt: skip
+    assert (calibration["steps_trained"] == 9).all()
     assert set(manifest["data_variant"]) == {"markov"}
 
     reporting = data / "08_reporting" / EXPERIMENT
@@ -146,8 +159,12 @@ def test_markov_kedro_run_end_to_end(tmp_path: Path) -> None:
     assert np.allclose(high["realised_frequency"], 1.0) and np.allclose(
         high["realised_reliability"], 1.0
     )
-    # no pareto frontier table in a fresh project: the fallback reliability (1.0: pareto's
-    # measured frontier at f = 0.5 x 1.25, clipped), realised on the sampled sequences
+    # nothing formed in the calibration: the highest swept reliability, realised on the
+    # sampled sequences
+    level = json.loads((reporting / "frontier_level.json").read_text())
+    assert (level["level"], level["frequency"], level["reliability"]) == ("near_frontier", 0.5, 1.0)
+    assert "no swept reliability formed in every seed within 9 steps" in level["source"]
+    assert [p["n_formed"] for p in level["per_reliability"]] == [0, 0]
     near = table[table["level"] == "near_frontier"]
     assert np.allclose(near["reliability"], 1.0) and np.allclose(near["frequency"], 0.5)
     assert np.allclose(near["realised_reliability"], 1.0)
@@ -156,11 +173,21 @@ def test_markov_kedro_run_end_to_end(tmp_path: Path) -> None:
         table.columns
     )
 
+    # One row per run and seed, with the threshold-free score and the verdict per threshold.
+    runs = pd.read_csv(reporting / "runs_table.csv")
+    assert len(runs) == 8 and sorted(set(runs["seed"])) == [0, 1]
+    assert runs["formation_score"].between(0, 0.4).all()
+    for t in ("0.3", "0.4", "0.5"):
+        assert not runs[f"formed_at_{t}"].astype(bool).any()
+    assert (table["n_formed_at_0.4"] == 0).all() and table["formation_score"].notna().all()
+
     verdicts = json.loads((reporting / "verdicts.json").read_text())
     assert {name: v["verdict"] for name, v in verdicts["claims"].items()} == {
-        "ld_necessary": "not decidable at this budget",
-        "ld_sufficient_at_high_repetition": "not decidable at this budget",
-        "cat_and_zipf_needed_near_frontier": "not decidable at this budget",
+        "ld_necessary": "undecided",
+        "ld_sufficient_at_high_repetition": "undecided",
+        "cat_and_zipf_needed_near_frontier": "undecided",
     }
-    assert verdicts["budget_steps"] == 12
+    assert all(v["agrees_across_thresholds"] for v in verdicts["claims"].values())
+    assert verdicts["budget_steps"] == 12 and verdicts["n_seeds"] == [2]
+    assert verdicts["near_frontier_level"]["reliability"] == 1.0
     assert (reporting / "conditions.png").exists() and (reporting / "processes.png").exists()

@@ -1,13 +1,15 @@
 """The ``markov`` nodes on tiny hand-built inputs (no training, no ``kedro run``).
 
 Parameter reading and its messages, the expansion of the training grid into markov cells, the
-process and condition tables, the verdict document, the figures' data and what goes to MLflow.
+process, condition and runs tables (formation scores from hand-built score samples), the verdict
+document, the figures' data and what goes to MLflow.
 The science underneath (designing processes, the verdict logic, the plots, the repetition
 generator) is tested in tests/science/; here each node's own wiring is pinned by values.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import sys
@@ -23,22 +25,24 @@ from mlflow.tracking import MlflowClient
 from ih_kedro.pipelines.markov.nodes import (
     _check_probe_pools,
     _read_frontier_table,
-    _realised_repetition,
-    build_conditions,
-    conditions_figure,
     design_processes,
-    judge,
-    log_markov_to_mlflow,
     plan_variant_data,
     process_specs,
     processes_figure,
     run_cells,
 )
+from ih_kedro.pipelines.markov.report_nodes import (
+    _realised_repetition,
+    build_conditions,
+    conditions_figure,
+    judge,
+    log_markov_to_mlflow,
+)
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.data.variants.markov import markov_sequences
 from ih_kedro.science.data.variants.markov_process import MarkovProcess, MarkovSpec
 from ih_kedro.science.data.variants.repetition_stats import measure_repetition
-from ih_kedro.science.statistics.markov_verdicts import judge_claims
+from ih_kedro.science.statistics.markov_verdicts import PAIRED_RULE, judge_claims
 
 ALL_DEFAULTS = {
     "zipf_exponent": 2.0,
@@ -450,6 +454,45 @@ def _emergence_table() -> pd.DataFrame:
     return pd.concat([other_method, chosen, other_metric], ignore_index=True)
 
 
+def _samples(curve: list[float], decoy: float = 0.9) -> np.ndarray:
+    """``(K, n=2, layers=2, heads=2)`` samples whose layer->=1 best head has mean ``curve``:
+    layer 0 holds ``decoy`` everywhere (read only with min_layer 0), layer 1 head 0 the
+    curve +/- 0.1 over the two probe samples, head 1 zeros."""
+    curve = np.asarray(curve, dtype=float)  # (K,)
+    samples = np.zeros((curve.size, 2, 2, 2))  # (K, n, layers, heads)
+    samples[:, :, 0, :] = decoy
+    samples[:, 0, 1, 0] = curve - 0.1
+    samples[:, 1, 1, 0] = curve + 0.1
+    return samples
+
+
+_STEPS = [0.0, 100.0, 200.0, 400.0]
+_CURVES = {  # run -> (steps, best layer>=1 head's curve); the budget is max_steps = 400
+    # 170 / 400: 100 (0 + .2) / 2 + 100 (.2 + .6) / 2 + 200 x .6; crosses .3/.4/.5 at 125/150/175
+    _RUNS[0]: (_STEPS, [0.0, 0.2, 0.6, 0.6]),
+    # 120 / 400: 5 + 15 + 200 (.2 + .8) / 2; crosses at 200 + 200 x (.1, .2, .3) / .6
+    _RUNS[1]: (_STEPS, [0.0, 0.1, 0.2, 0.8]),
+    # stopped at 200: 10 + 27.5 + .35 x 200 carried to 400 = 107.5 / 400; crosses .3 at 166.7,
+    # .4 and .5 unobserved (stopped before the budget below them)
+    _RUNS[2]: (_STEPS[:3], [0.0, 0.2, 0.35]),
+    # 25 / 400: 0 + 5 + 200 x .1; never crosses, reached the budget: not formed
+    _RUNS[3]: (_STEPS, [0.0, 0.0, 0.1, 0.1]),
+}
+_SCORES = [170 / 400, 120 / 400, 107.5 / 400, 25 / 400]
+
+
+def _score_samples() -> dict[str, dict[str, np.ndarray]]:
+    """Telemetry's samples: ``prefix_matching`` as :data:`_CURVES`, ``other`` flat at 0.5."""
+    return {
+        name: {
+            "steps": np.asarray(steps),
+            "prefix_matching": _samples(curve),
+            "other": _samples([0.5] * len(steps), decoy=0.0),
+        }
+        for name, (steps, curve) in _CURVES.items()
+    }
+
+
 _PROCESS_TABLE = pd.DataFrame(
     {
         "process": ["A", "B"],
@@ -465,6 +508,27 @@ _VARIANT_DATA = {
         "lo": {"frequency": 0.5, "reliability": 0.75, "source": "parameter"},
     }
 }
+_TELEMETRY = {"emergence": {"metrics": [{"metric": "prefix_matching", "min_layer": 1}]}}
+_T_975_1 = math.tan(0.475 * math.pi)  # Student t quantile 0.975, 1 df (Cauchy: tan(pi (p - .5)))
+
+
+def _conditions_of(
+    emergence: pd.DataFrame | None = None,
+    conditions: dict[str, Any] | None = None,
+    telemetry: dict[str, Any] | None = None,
+    score_samples: dict[str, Any] | None = None,
+    processes: dict[str, MarkovProcess] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return build_conditions(
+        _emergence_table() if emergence is None else emergence,
+        _score_samples() if score_samples is None else score_samples,
+        _PROCESS_TABLE,
+        processes or {"A": _process("A"), "B": _process("B")},
+        _VARIANT_DATA,
+        _training(max_steps=400),
+        _TELEMETRY if telemetry is None else telemetry,
+        conditions or {},
+    )
 
 
 def _expected_realised(process: MarkovProcess, frequency: float, reliability: float) -> tuple:
@@ -475,9 +539,7 @@ def _expected_realised(process: MarkovProcess, frequency: float, reliability: fl
 
 def test_build_conditions_assemble_one_row_per_process_and_level() -> None:
     processes = {"A": _process("A"), "B": _process("B", peak=2.0)}
-    table = build_conditions(
-        _emergence_table(), _PROCESS_TABLE, processes, _VARIANT_DATA, _training(), {}
-    )
+    table, _ = _conditions_of(processes=processes)
     assert list(table.columns) == [
         "condition",
         "process",
@@ -497,6 +559,12 @@ def test_build_conditions_assemble_one_row_per_process_and_level() -> None:
         "status",
         "seed_statuses",
         "budget_steps",
+        "formation_score",
+        "formation_score_ci_low",
+        "formation_score_ci_high",
+        "n_formed_at_0.3",
+        "n_formed_at_0.4",
+        "n_formed_at_0.5",
         "kl_to_target",
         "realised_frequency",
         "realised_reliability",
@@ -513,61 +581,162 @@ def test_build_conditions_assemble_one_row_per_process_and_level() -> None:
     assert list(table["ci_low"]) == [90.0, 280.0]
     assert list(table["ci_high"]) == [260.0, 330.0]
     assert list(table["seed_statuses"]) == ["s0:emerged;s1:emerged", "s0:censored;s1:emerged"]
-    assert list(table["budget_steps"]) == [500, 600]
+    assert list(table["budget_steps"]) == [500, 600]  # the emergence table's last steps
     assert list(table["kl_to_target"]) == [0.001, 0.002]
+    # Mean over the two seeds; two values a, b: t interval mean +/- t(.975, 1) |a - b| / 2.
+    a0, a1, b0, b1 = _SCORES
+    assert table["formation_score"].tolist() == pytest.approx([0.3625, 0.165625])
+    half = [_T_975_1 * (a0 - a1) / 2, _T_975_1 * (b0 - b1) / 2]
+    assert table["formation_score_ci_low"].tolist() == pytest.approx(
+        [0.3625 - half[0], 0.165625 - half[1]]
+    )
+    assert table["formation_score_ci_high"].tolist() == pytest.approx(
+        [0.3625 + half[0], 0.165625 + half[1]]
+    )
+    # B.lo s0 formed at 0.3 only (unobserved above it), s1 at none.
+    assert list(table["n_formed_at_0.3"]) == [2, 1]
+    assert list(table["n_formed_at_0.4"]) == [2, 0]
+    assert list(table["n_formed_at_0.5"]) == [2, 0]
     low_f, low_r = _expected_realised(processes["B"], 0.5, 0.75)
     assert list(table["realised_frequency"]) == [1.0, low_f]
     assert list(table["realised_reliability"]) == [1.0, low_r]
     assert 0.3 < low_f < 0.7 and 0.5 < low_r < 0.95
 
 
-def test_build_conditions_read_the_configured_metric_and_method() -> None:
-    processes = {"A": _process("A"), "B": _process("B")}
-    conditions = {"metric": "other", "method": "threshold"}
-    table = build_conditions(
-        _emergence_table(), _PROCESS_TABLE, processes, _VARIANT_DATA, _training(), conditions
+def test_build_conditions_return_one_run_per_seed_with_its_formation() -> None:
+    _, runs = _conditions_of()
+    assert list(runs.columns) == [
+        "run_name",
+        "seed",
+        "process",
+        "level",
+        "status",
+        "step",
+        "ci_low",
+        "ci_high",
+        "last_step",
+        "marginal",
+        "local_dependency",
+        "categorical",
+        "frequency",
+        "reliability",
+        "budget_steps",
+        "formation_score",
+        "peak",
+        "step_at_0.3",
+        "formed_at_0.3",
+        "step_at_0.4",
+        "formed_at_0.4",
+        "step_at_0.5",
+        "formed_at_0.5",
+    ]
+    assert list(runs["run_name"]) == _RUNS
+    assert list(runs["seed"]) == [0, 1, 0, 1]
+    assert list(runs["process"]) == ["A", "A", "B", "B"]
+    assert list(runs["level"]) == ["hi", "hi", "lo", "lo"]
+    assert list(runs["status"]) == ["emerged", "emerged", "censored", "emerged"]
+    assert list(runs["last_step"]) == [400, 500, 600, 600]  # the emergence table's, not telemetry's
+    assert list(runs["marginal"]) == ["uniform", "uniform", "zipf", "zipf"]
+    assert list(runs["local_dependency"]) == [False, False, True, True]
+    assert list(runs["frequency"]) == [1.0, 1.0, 0.5, 0.5]
+    assert list(runs["reliability"]) == [1.0, 1.0, 0.75, 0.75]
+    assert list(runs["budget_steps"]) == [400.0] * 4  # training.max_steps, every run
+    assert runs["formation_score"].tolist() == pytest.approx(_SCORES)
+    assert runs["peak"].tolist() == pytest.approx([0.6, 0.8, 0.35, 0.1])
+    assert runs["step_at_0.3"].tolist() == pytest.approx(
+        [125.0, 200 + 200 / 6, 100 + 100 / 1.5, _NAN], nan_ok=True
     )
+    assert runs["step_at_0.4"].tolist() == pytest.approx(
+        [150.0, 200 + 400 / 6, _NAN, _NAN], nan_ok=True
+    )
+    assert runs["step_at_0.5"].tolist() == pytest.approx([175.0, 300.0, _NAN, _NAN], nan_ok=True)
+    assert runs["formed_at_0.3"].tolist() == [True, True, True, False]
+    assert runs["formed_at_0.4"].tolist() == [True, True, pd.NA, False]
+    assert runs["formed_at_0.5"].tolist() == [True, True, pd.NA, False]
+    assert str(runs["formed_at_0.4"].dtype) == "boolean"
+
+
+def test_build_conditions_read_min_layer_of_the_metric_from_telemetry() -> None:
+    # min_layer 0 lets layer 0 (0.9 everywhere) win: every run scores 0.9.
+    telemetry = {"emergence": {"metrics": [{"metric": "prefix_matching", "min_layer": 0}]}}
+    table, runs = _conditions_of(telemetry=telemetry)
+    assert runs["formation_score"].tolist() == pytest.approx([0.9] * 4)
+    assert table["formation_score"].tolist() == pytest.approx([0.9, 0.9])
+    assert table["formation_score_ci_low"].tolist() == pytest.approx([0.9, 0.9])  # sd 0
+    # Another metric's spec, or none at all: min_layer 1.
+    for telemetry in (
+        {"emergence": {"metrics": [{"metric": "other", "min_layer": 0}, {"metric": "x"}]}},
+        {"emergence": {"metrics": [{"metric": "prefix_matching"}]}},
+        {"emergence": None},
+        {},
+    ):
+        _, runs = _conditions_of(telemetry=telemetry)
+        assert runs["formation_score"].tolist() == pytest.approx(_SCORES)
+
+
+def test_build_conditions_read_the_configured_metric_method_and_thresholds() -> None:
+    table, runs = _conditions_of(conditions={"metric": "other", "method": "threshold"})
     assert list(table["formed"]) == ["yes", "yes"]
     assert list(table["s_star"]) == [1.0, 1.0]
     assert list(table["budget_steps"]) == [7777, 7777]
-    conditions = {"metric": "prefix_matching", "method": "logistic"}
-    table = build_conditions(
-        _emergence_table(), _PROCESS_TABLE, processes, _VARIANT_DATA, _training(), conditions
-    )
+    # "other" is 0.5 at every step; B.lo s0 stopped at 200 and carries 0.5 to 400.
+    assert runs["formation_score"].tolist() == pytest.approx([0.5] * 4)
+    assert list(table["n_formed_at_0.5"]) == [2, 2]
+    table, _ = _conditions_of(conditions={"metric": "prefix_matching", "method": "logistic"})
     assert list(table["formed"]) == ["no", "no"]
     assert list(table["budget_steps"]) == [9999, 9999]
+    table, runs = _conditions_of(conditions={"thresholds": ["0.4", 0.55]})
+    assert [c for c in table.columns if c.startswith("n_formed_at")] == [
+        "n_formed_at_0.4",
+        "n_formed_at_0.55",
+    ]
+    assert [c for c in runs.columns if c.startswith("formed_at")] == [
+        "formed_at_0.4",
+        "formed_at_0.55",
+    ]
+    assert list(table["n_formed_at_0.55"]) == [2, 0]
+    assert runs["step_at_0.55"].tolist() == pytest.approx(
+        [187.5, 200 + 200 * 0.35 / 0.6, _NAN, _NAN], nan_ok=True
+    )
 
 
 def test_build_conditions_derive_the_status_when_the_table_has_none() -> None:
     emergence = _emergence_table().drop(columns="status")
     emergence["censored"] = emergence["step"].isna()
-    processes = {"A": _process("A"), "B": _process("B")}
-    table = build_conditions(emergence, _PROCESS_TABLE, processes, _VARIANT_DATA, _training(), {})
+    table, runs = _conditions_of(emergence=emergence)
     assert list(table["formed"]) == ["yes", "mixed"]
+    assert list(runs["status"]) == ["emerged", "emerged", "censored", "emerged"]
 
 
 def test_build_conditions_messages() -> None:
-    processes = {"A": _process("A"), "B": _process("B")}
     with pytest.raises(ValueError) as error:
-        build_conditions(
-            _emergence_table(),
-            _PROCESS_TABLE,
-            processes,
-            _VARIANT_DATA,
-            _training(),
-            {"metric": "nope"},
-        )
+        _conditions_of(conditions={"metric": "nope"})
     assert str(error.value) == (
         "markov.conditions: no emergence rows for metric 'nope', method 'threshold'"
     )
     emergence = _emergence_table()
     emergence = emergence[~emergence["run_name"].isin([_RUNS[3], _RUNS[0]])]
     with pytest.raises(ValueError) as error:
-        build_conditions(emergence, _PROCESS_TABLE, processes, _VARIANT_DATA, _training(), {})
+        _conditions_of(emergence=emergence)
     assert str(error.value) == (
         "markov.conditions: runs missing from the emergence table: "
         "['m_B2_C8_A.hi_s0', 'm_B2_C8_B.lo_s1']"
     )
+    samples = _score_samples()
+    del samples[_RUNS[2]], samples[_RUNS[1]]
+    samples["not_a_cell"] = samples[_RUNS[0]]
+    with pytest.raises(ValueError) as error:
+        _conditions_of(score_samples=samples)
+    assert str(error.value) == (
+        "markov.conditions: runs missing from the score samples: "
+        "['m_B2_C8_A.hi_s1', 'm_B2_C8_B.lo_s0']"
+    )
+
+
+def test_build_conditions_ignore_score_samples_of_other_runs() -> None:
+    samples = {**_score_samples(), "calibration_run_s0": _score_samples()[_RUNS[0]]}
+    _, runs = _conditions_of(score_samples=samples)
+    assert list(runs["run_name"]) == _RUNS
 
 
 def test_realised_repetition_samples_512_sequences_of_the_given_width() -> None:
@@ -581,84 +750,188 @@ def test_realised_repetition_samples_512_sequences_of_the_given_width() -> None:
 # --------------------------------------------------------------------------------------------
 # judge
 # --------------------------------------------------------------------------------------------
-def _conditions_table(high: str = "high", near: str = "near_frontier") -> pd.DataFrame:
+def _runs_table(high: str = "high", near: str = "near_frontier") -> pd.DataFrame:
+    """Seeds 0-2 of five conditions (and two seeds of one no claim reads): at 0.4 every claim
+    is supported; at 0.3 LD_CAT_uniform formed in seed 0 and at 0.5 LD_CAT_zipf did not form
+    in seed 2, so claim 3 is undecided there."""
+    T, F = True, False
+    conditions = [  # process, level, marginal, LD, CAT, scores, formed at .3 / .4 / .5
+        ("noLD_zipf", high, "zipf", F, F, [0.05, 0.06, 0.04], [F, F, F], [F, F, F], [F, F, F]),
+        ("LD_uniform", high, "uniform", T, F, [0.5, 0.6, 0.55], [T, T, T], [T, T, T], [T, T, T]),
+        ("LD_CAT_zipf", near, "zipf", T, T, [0.45, 0.5, 0.4], [T, T, T], [T, T, T], [T, T, F]),
+        ("LD_zipf", near, "zipf", T, F, [0.1, 0.12, 0.08], [F, F, F], [F, F, F], [F, F, F]),
+        ("LD_CAT_uniform", near, "uniform", T, T, [0.2, 0.18, 0.22], [T, F, F], [F, F, F],
+         [F, F, F]),
+        ("LD_uniform", "mid", "uniform", T, F, [0.3, 0.3], [T, T], [T, T], [T, T]),
+    ]  # fmt: skip
     rows = [
-        ("noLD_zipf", high, "zipf", False, False, "no", 0, 1, _NAN, 300),
-        ("LD_uniform", high, "uniform", True, False, "yes", 3, 3, 50.0, 100),
-        ("LD_CAT_zipf", near, "zipf", True, True, "yes", 3, 3, 70.0, 200),
-        ("LD_zipf", near, "zipf", True, False, "no", 0, 3, _NAN, 200),
-        ("LD_CAT_uniform", near, "uniform", True, True, "no", 0, 3, _NAN, 200),
+        {
+            "process": process,
+            "level": level,
+            "seed": seed,
+            "marginal": marginal,
+            "local_dependency": ld,
+            "categorical": cat,
+            "budget_steps": 400.0,
+            "formation_score": scores[seed],
+            "formed_at_0.3": at3[seed],
+            "formed_at_0.4": at4[seed],
+            "formed_at_0.5": at5[seed],
+        }
+        for process, level, marginal, ld, cat, scores, at3, at4, at5 in conditions
+        for seed in range(len(scores))
     ]
-    columns = [
-        "process",
-        "level",
-        "marginal",
-        "local_dependency",
-        "categorical",
-        "formed",
-        "n_formed",
-        "n_seeds",
-        "s_star",
-        "budget_steps",
-    ]
-    table = pd.DataFrame(rows, columns=columns)
-    table.insert(0, "condition", table["process"] + "@" + table["level"])
-    table["formed_share"] = table["n_formed"] / table["n_seeds"]
-    return table
+    runs = pd.DataFrame(rows)
+    for column in ("formed_at_0.3", "formed_at_0.4", "formed_at_0.5"):
+        runs[column] = runs[column].astype("boolean")
+    return runs
 
 
+_FRONTIER_LEVEL = {
+    "level": "near_frontier",
+    "process": "LD_CAT_zipf",
+    "frequency": 0.5,
+    "reliability": 0.85,
+    "source": "calibration sweep: ...",
+}
 _ALL_SUPPORTED = {
     "ld_necessary": "supported",
     "ld_sufficient_at_high_repetition": "supported",
     "cat_and_zipf_needed_near_frontier": "supported",
 }
+_BY_THRESHOLD = {
+    "ld_necessary": {"0.3": "supported", "0.4": "supported", "0.5": "supported"},
+    "ld_sufficient_at_high_repetition": {
+        "0.3": "supported",
+        "0.4": "supported",
+        "0.5": "supported",
+    },
+    "cat_and_zipf_needed_near_frontier": {
+        "0.3": "undecided",
+        "0.4": "supported",
+        "0.5": "undecided",
+    },
+}
 
 
-def test_judge_with_the_default_levels_and_metric() -> None:
-    table = _conditions_table()
-    verdicts = judge(table, {})
-    assert verdicts == {
-        "claims": judge_claims(table),
-        "budget_steps": 300,
-        "n_seeds": [1, 3],
-        "metric": "prefix_matching",
-        "method": "threshold",
+def _robustness(claim: str, by_threshold: dict[str, str], decision: str) -> list[dict]:
+    return [
+        {
+            "claim": claim,
+            "threshold": float(t),
+            "verdict": v,
+            "decision": t == decision,
+            "agrees": v == by_threshold[decision],
+        }
+        for t, v in by_threshold.items()
+    ]
+
+
+def test_judge_with_the_default_levels_thresholds_and_metric() -> None:
+    runs = _runs_table()
+    verdicts = judge(runs, _FRONTIER_LEVEL, {})
+    assert list(verdicts) == [
+        "claims",
+        "paired_rule",
+        "threshold_robustness",
+        "budget_steps",
+        "n_seeds",
+        "near_frontier_level",
+        "metric",
+        "method",
+    ]
+    claims = verdicts["claims"]
+    assert claims == judge_claims(runs)
+    assert {name: v["verdict"] for name, v in claims.items()} == _ALL_SUPPORTED
+    assert {name: v["threshold"] for name, v in claims.items()} == dict.fromkeys(claims, 0.4)
+    assert {name: v["by_threshold"] for name, v in claims.items()} == _BY_THRESHOLD
+    assert {name: v["agrees_across_thresholds"] for name, v in claims.items()} == {
+        "ld_necessary": True,
+        "ld_sufficient_at_high_repetition": True,
+        "cat_and_zipf_needed_near_frontier": False,
     }
-    assert {name: v["verdict"] for name, v in verdicts["claims"].items()} == _ALL_SUPPORTED
-    assert type(verdicts["budget_steps"]) is int
+    # ld_necessary: T = LD_uniform (the only LD process at high) vs K = noLD_zipf, paired by
+    # seed: d = (.45, .54, .51), mean .5, sd sqrt(.0042 / 2), t(.975, 2) = .95 / sqrt(.04875).
+    (comparison,) = claims["ld_necessary"]["comparisons"]
+    assert (comparison["treatment"], comparison["control"]) == ("LD_uniform@high", "noLD_zipf@high")
+    assert [row["difference"] for row in comparison["seeds"]] == pytest.approx([0.45, 0.54, 0.51])
+    half = 0.95 / math.sqrt(0.04875) * math.sqrt(0.0042 / 2) / math.sqrt(3)
+    assert comparison["mean"] == pytest.approx(0.5)
+    assert (comparison["ci_low"], comparison["ci_high"]) == pytest.approx((0.5 - half, 0.5 + half))
+    assert verdicts["paired_rule"] == PAIRED_RULE
+    assert verdicts["threshold_robustness"] == [
+        row for name, by in _BY_THRESHOLD.items() for row in _robustness(name, by, "0.4")
+    ]
+    assert verdicts["budget_steps"] == 400 and type(verdicts["budget_steps"]) is int
+    assert verdicts["n_seeds"] == [2, 3]
     assert [type(n) for n in verdicts["n_seeds"]] == [int, int]
+    assert verdicts["near_frontier_level"] == _FRONTIER_LEVEL
+    assert (verdicts["metric"], verdicts["method"]) == ("prefix_matching", "threshold")
+    json.dumps(verdicts)  # verdicts.json
 
 
 def test_judge_logs_the_verdicts(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="ih_kedro.pipelines.markov.nodes")
-    judge(_conditions_table(), {})
+    caplog.set_level(logging.INFO, logger="ih_kedro.pipelines.markov.report_nodes")
+    judge(_runs_table(), _FRONTIER_LEVEL, {})
     assert caplog.messages == [f"markov verdicts: {_ALL_SUPPORTED}"]
 
 
-def test_judge_reads_the_configured_levels_and_metric() -> None:
-    table = _conditions_table(high="hi", near="nf")
+def test_judge_reads_the_configured_levels_thresholds_and_metric() -> None:
+    runs = _runs_table(high="hi", near="nf")
     conditions = {
         "high_level": "hi",
         "frontier_level": "nf",
+        "thresholds": ["0.5"],
+        "decision_threshold": "0.3",  # judged though not listed
+        "level": 0.9,
+        "floor": 0.1,
         "metric": "prefix_matching_by_parity",
         "method": "logistic",
     }
-    verdicts = judge(table, conditions)
-    assert verdicts["claims"] == judge_claims(table, high_level="hi", frontier_level="nf")
-    assert {name: v["verdict"] for name, v in verdicts["claims"].items()} == _ALL_SUPPORTED
+    verdicts = judge(runs, _FRONTIER_LEVEL, conditions)
+    claims = verdicts["claims"]
+    assert claims == judge_claims(
+        runs,
+        high_level="hi",
+        frontier_level="nf",
+        thresholds=(0.5,),
+        decision_threshold=0.3,
+        level=0.9,
+        floor=0.1,
+    )
+    assert {name: v["verdict"] for name, v in claims.items()} == {
+        **_ALL_SUPPORTED,
+        "cat_and_zipf_needed_near_frontier": "undecided",
+    }
+    assert {name: v["by_threshold"] for name, v in claims.items()} == {
+        name: {t: by[t] for t in ("0.3", "0.5")} for name, by in _BY_THRESHOLD.items()
+    }
+    assert claims["ld_necessary"]["comparisons"][0]["level"] == 0.9
+    assert "floor 0.1" in claims["ld_sufficient_at_high_repetition"]["rule"]
+    assert verdicts["threshold_robustness"] == [
+        row
+        for name, by in _BY_THRESHOLD.items()
+        for row in _robustness(name, {t: by[t] for t in ("0.3", "0.5")}, "0.3")
+    ]
     assert verdicts["metric"] == "prefix_matching_by_parity"
     assert verdicts["method"] == "logistic"
-    with pytest.raises(ValueError, match="level 'high' is not in the conditions table"):
-        judge(table, {"frontier_level": "nf"})
-    with pytest.raises(ValueError, match="level 'near_frontier' is not in the conditions table"):
-        judge(table, {"high_level": "hi"})
+    with pytest.raises(ValueError) as error:
+        judge(runs, _FRONTIER_LEVEL, {"frontier_level": "nf"})
+    assert str(error.value) == (
+        "markov.verdicts: level 'high' is not in the runs table (levels: ['hi', 'mid', 'nf'])"
+    )
+    with pytest.raises(ValueError, match="level 'near_frontier' is not in the runs table"):
+        judge(runs, _FRONTIER_LEVEL, {"high_level": "hi"})
 
 
 def test_judge_an_empty_table_has_no_budget() -> None:
-    table = _conditions_table().iloc[0:0]
-    verdicts = judge(table, {})
+    verdicts = judge(_runs_table().iloc[0:0], None, {})
     assert verdicts["budget_steps"] is None
     assert verdicts["n_seeds"] == []
+    assert verdicts["near_frontier_level"] is None
+    assert {name: v["verdict"] for name, v in verdicts["claims"].items()} == dict.fromkeys(
+        _ALL_SUPPORTED, "undecided"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -699,21 +972,40 @@ def test_processes_figure_plots_every_process() -> None:
 # --------------------------------------------------------------------------------------------
 _VERDICTS = {
     "claims": {
-        "ld_necessary": {"verdict": "supported", "reason": "r"},
-        "ld_sufficient_at_high_repetition": {"verdict": "contradicted", "reason": "r"},
+        "ld_necessary": {
+            "verdict": "supported",
+            "reason": "r",
+            "agrees_across_thresholds": True,
+        },
+        "ld_sufficient_at_high_repetition": {
+            "verdict": "contradicted",
+            "reason": "r",
+            "agrees_across_thresholds": False,
+        },
     }
 }
 _LOGGED_TABLE = pd.DataFrame(
-    {"condition": ["A@hi", "B@lo"], "formed_share": [1, 0.0], "s_star": [150.0, _NAN]}
+    {
+        "condition": ["A@hi", "B@lo"],
+        "formed_share": [1, 0.0],
+        "s_star": [150.0, _NAN],
+        "formation_score": [_NAN, 0.25],
+    }
 )
-_EXPECTED_TAGS = {
+_VERDICT_TAGS = {
     "markov.ld_necessary": "supported",
     "markov.ld_sufficient_at_high_repetition": "contradicted",
 }
-_EXPECTED_METRICS = {
+_AGREEMENT_TAGS = {
+    "markov.ld_necessary.agrees_across_thresholds": "True",
+    "markov.ld_sufficient_at_high_repetition.agrees_across_thresholds": "False",
+}
+_EXPECTED_TAGS = {**_VERDICT_TAGS, **_AGREEMENT_TAGS}
+_EXPECTED_METRICS = {  # NaN scores and S* are left out
     "markov.A.hi.formed_share": 1.0,
     "markov.A.hi.s_star": 150.0,
     "markov.B.lo.formed_share": 0.0,
+    "markov.B.lo.formation_score": 0.25,
 }
 
 
@@ -752,7 +1044,8 @@ def test_log_markov_to_mlflow_starts_and_ends_a_run_when_none_is_active(
     log_markov_to_mlflow(_VERDICTS, _LOGGED_TABLE)
     assert fake.calls == [
         ("start_run", {"run_name": "markov"}),
-        ("set_tags", _EXPECTED_TAGS),
+        ("set_tags", _VERDICT_TAGS),
+        ("set_tags", _AGREEMENT_TAGS),
         ("log_metrics", _EXPECTED_METRICS),
         ("end_run", {}),
     ]
@@ -762,7 +1055,11 @@ def test_log_markov_to_mlflow_logs_into_an_active_run(monkeypatch: pytest.Monkey
     fake = _FakeMlflow(active="outer")
     monkeypatch.setitem(sys.modules, "mlflow", fake)
     log_markov_to_mlflow(_VERDICTS, _LOGGED_TABLE)
-    assert fake.calls == [("set_tags", _EXPECTED_TAGS), ("log_metrics", _EXPECTED_METRICS)]
+    assert fake.calls == [
+        ("set_tags", _VERDICT_TAGS),
+        ("set_tags", _AGREEMENT_TAGS),
+        ("log_metrics", _EXPECTED_METRICS),
+    ]
     assert fake.active_run() == "outer"
 
 

@@ -9,12 +9,10 @@ none, and then the near-frontier level falls back to its parameter).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from tqdm.auto import tqdm
@@ -22,18 +20,11 @@ from tqdm.auto import tqdm
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.data.variants.markov import (
     VARIANT,
-    markov_sequences,
     resolve_levels,
     state_token_ids,
 )
 from ih_kedro.science.data.variants.markov_process import MarkovProcess, MarkovSpec, design_process
-from ih_kedro.science.statistics.markov_verdicts import (
-    condition_table,
-    judge_claims,
-    verdict_summary,
-)
-from ih_kedro.science.statistics.pareto_frontier import emergence_status
-from ih_kedro.science.statistics.plots.markov import plot_conditions, plot_processes
+from ih_kedro.science.statistics.plots.markov import plot_processes
 
 logger = logging.getLogger(__name__)
 
@@ -142,13 +133,17 @@ def _read_frontier_table(path: str | None) -> pd.DataFrame | None:
 
 
 def plan_variant_data(
-    processes: dict[str, MarkovProcess], repetition: dict[str, Any]
+    processes: dict[str, MarkovProcess],
+    repetition: dict[str, Any],
+    frontier_level: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The options every training cell shares: process files (and checksums) and the resolved
-    repetition levels. Reading ``processes`` from the catalog makes the design a real upstream
-    of training."""
+    repetition levels (a ``reliability: calibrated`` level from ``frontier_level``, the
+    calibration sweep's measurement). Reading ``processes`` from the catalog makes the design a
+    real upstream of training."""
     frontier = _read_frontier_table(repetition.get("frontier_table"))
-    levels = resolve_levels(repetition.get("levels") or {}, frontier)
+    calibrated = {frontier_level["level"]: frontier_level} if frontier_level else None
+    levels = resolve_levels(repetition.get("levels") or {}, frontier, calibrated)
     for name, level in levels.items():
         logger.info(
             "markov level %s: frequency %.3g, reliability %.3g (%s)",
@@ -157,13 +152,17 @@ def plan_variant_data(
             level["reliability"],
             level["source"],
         )
+    return {**process_files(processes), "levels": levels}
+
+
+def process_files(processes: dict[str, MarkovProcess]) -> dict[str, dict[str, str]]:
+    """``process_paths`` and ``process_checksums`` every markov cell reads its process with."""
     missing = [name for name, p in processes.items() if not p.path]
     if missing:
         raise ValueError(f"markov.processes: {missing} have no file path (load them from disk)")
     return {
         "process_paths": {name: p.path for name, p in processes.items()},
         "process_checksums": {name: p.checksum() for name, p in processes.items()},
-        "levels": levels,
     }
 
 
@@ -186,114 +185,5 @@ def run_cells(training: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def build_conditions(
-    emergence_table: pd.DataFrame,
-    process_table: pd.DataFrame,
-    processes: dict[str, MarkovProcess],
-    variant_data: dict[str, Any],
-    training: dict[str, Any],
-    conditions: dict[str, Any],
-) -> pd.DataFrame:
-    """The conditions table: one row per (process, repetition level) with formed?, S* and CI,
-    status, the achieved process properties and the realised repetition knobs."""
-    metric = str(conditions.get("metric", "prefix_matching"))
-    method = str(conditions.get("method", "threshold"))
-    table = emergence_table[
-        (emergence_table["metric"] == metric) & (emergence_table["method"] == method)
-    ]
-    if table.empty:
-        raise ValueError(
-            f"markov.conditions: no emergence rows for metric {metric!r}, method {method!r}"
-        )
-    table = table.assign(status=emergence_status(table))
-    cells = run_cells(training)
-    runs = cells.merge(
-        table[["run_name", "status", "step", "ci_low", "ci_high", "last_step"]],
-        on="run_name",
-        how="left",
-    )
-    if runs["status"].isna().any():
-        missing = sorted(runs.loc[runs["status"].isna(), "run_name"])
-        raise ValueError(f"markov.conditions: runs missing from the emergence table: {missing}")
-    descriptors = process_table.set_index("process")[
-        ["marginal", "local_dependency", "categorical"]
-    ]
-    runs = runs.join(descriptors, on="process")
-    levels = variant_data["levels"]
-    runs["frequency"] = [levels[level]["frequency"] for level in runs["level"]]
-    runs["reliability"] = [levels[level]["reliability"] for level in runs["level"]]
-    properties = process_table.drop(columns=["local_dependency", "categorical", "marginal"])
-    result = condition_table(runs, properties)
-    realised = [
-        _realised_repetition(processes[p], levels[lv], int(training["context_lengths"][0]) + 1)
-        for p, lv in zip(result["process"], result["level"], strict=True)
-    ]
-    return pd.concat([result, pd.DataFrame(realised)], axis=1)
-
-
-def _realised_repetition(
-    process: MarkovProcess, level: Mapping[str, Any], width: int, n: int = 512
-) -> dict[str, float]:
-    from ih_kedro.science.data.variants.repetition_stats import measure_repetition
-
-    sample = markov_sequences(
-        process,
-        n,
-        width,
-        float(level["frequency"]),
-        float(level["reliability"]),
-        np.random.default_rng(0),
-    )  # (n, C+1)
-    stats = measure_repetition(sample)
-    return {
-        "realised_frequency": stats.frequency,
-        "realised_reliability": stats.reliability,
-    }
-
-
-def judge(conditions_table: pd.DataFrame, conditions: dict[str, Any]) -> dict[str, Any]:
-    """``verdicts.json``: per claim the verdict, the reason and the deciding cells, plus the
-    budget and seeds behind them."""
-    verdicts = judge_claims(
-        conditions_table,
-        high_level=str(conditions.get("high_level", "high")),
-        frontier_level=str(conditions.get("frontier_level", "near_frontier")),
-    )
-    logger.info("markov verdicts: %s", verdict_summary(verdicts))
-    budget = conditions_table["budget_steps"]
-    return {
-        "claims": verdicts,
-        "budget_steps": int(budget.max()) if len(budget) else None,
-        "n_seeds": sorted({int(n) for n in conditions_table["n_seeds"]}),
-        "metric": str(conditions.get("metric", "prefix_matching")),
-        "method": str(conditions.get("method", "threshold")),
-    }
-
-
-def conditions_figure(conditions_table: pd.DataFrame) -> Figure:
-    return plot_conditions(conditions_table)
-
-
 def processes_figure(processes: dict[str, MarkovProcess]) -> Figure:
     return plot_processes(processes)
-
-
-def log_markov_to_mlflow(verdicts: dict[str, Any], conditions_table: pd.DataFrame) -> None:
-    """Verdicts as MLflow tags, per-condition formed share and S* as metrics."""
-    import mlflow
-
-    started = mlflow.active_run() is None
-    if started:
-        mlflow.start_run(run_name="markov")
-    try:
-        mlflow.set_tags({f"markov.{name}": v["verdict"] for name, v in verdicts["claims"].items()})
-        metrics = {}
-        for row in conditions_table.itertuples(index=False):
-            key = str(row.condition).replace("@", ".")
-            metrics[f"markov.{key}.formed_share"] = float(row.formed_share)
-            if not math.isnan(row.s_star):
-                metrics[f"markov.{key}.s_star"] = float(row.s_star)
-        mlflow.log_metrics(metrics)
-    finally:
-        if started:
-            mlflow.end_run()

@@ -2,11 +2,13 @@
 conditions table and claim verdicts.
 
 Own nodes (namespace ``markov``): ``design_processes`` (``markov.processes``, one ``.npz`` per
-process, and ``markov.process_table``) -> ``plan_variant_data`` (``markov.variant_data``: the
-process files and the resolved repetition levels, read by the training sweep: a real graph edge)
--> the stage pipelines ``training`` and ``telemetry`` reused in the ``markov`` namespace ->
-``build_conditions`` (``markov.conditions_table``) -> ``judge`` (``markov.verdicts``), figures and
-MLflow.
+process, and ``markov.process_table``) -> the calibration sweep (``plan_calibration`` ->
+``train_calibration_sweep`` -> ``measure_frontier_level``: ``markov.frontier_level``, the
+near-frontier level measured on the processes) -> ``plan_variant_data`` (``markov.variant_data``:
+the process files and the resolved repetition levels, read by the training sweep: a real graph
+edge) -> the stage pipelines ``training`` and ``telemetry`` reused in the ``markov`` namespace ->
+``build_conditions`` (``markov.conditions_table``, ``markov.runs_table``) -> ``judge``
+(``markov.verdicts``), figures and MLflow.
 """
 
 from __future__ import annotations
@@ -21,15 +23,9 @@ from ih_kedro.pipelines.law_fit.pipeline import (
     model_vocabulary_stage,
 )
 
-from .nodes import (
-    build_conditions,
-    conditions_figure,
-    design_processes,
-    judge,
-    log_markov_to_mlflow,
-    plan_variant_data,
-    processes_figure,
-)
+from .calibration_nodes import measure_frontier_level, plan_calibration, train_calibration_sweep
+from .nodes import design_processes, plan_variant_data, processes_figure
+from .report_nodes import build_conditions, conditions_figure, judge, log_markov_to_mlflow
 
 EXPERIMENT = "markov"
 
@@ -40,8 +36,18 @@ def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
             Node(design_processes,
                  ["train_tokens", "params:design", "params:training", "params:telemetry"],
                  ["processes", "process_table"], name="design_processes"),
-            Node(plan_variant_data, ["processes", "params:repetition"], "variant_data",
-                 name="plan_variant_data"),
+            Node(plan_calibration, ["processes", "params:calibration"],
+                 "calibration_variant_data", name="plan_calibration"),
+            Node(train_calibration_sweep,
+                 ["train_tokens", "checkpoint_store", "params:training", "params:calibration",
+                  "calibration_variant_data"],
+                 "calibration_sweep_manifest", name="train_calibration_sweep"),
+            Node(measure_frontier_level,
+                 ["calibration_sweep_manifest", "calibration_variant_data", "params:training",
+                  "params:calibration"],
+                 "frontier_level", name="measure_frontier_level"),
+            Node(plan_variant_data, ["processes", "params:repetition", "frontier_level"],
+                 "variant_data", name="plan_variant_data"),
             Node(processes_figure, "processes", "processes_plot", name="plot_processes"),
         ],
         namespace=EXPERIMENT,
@@ -49,10 +55,11 @@ def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
     report = Pipeline(
         [
             Node(build_conditions,
-                 ["emergence_table", "process_table", "processes", "variant_data",
-                  "params:training", "params:conditions"],
-                 "conditions_table", name="build_conditions"),
-            Node(judge, ["conditions_table", "params:conditions"], "verdicts", name="judge"),
+                 ["emergence_table", "score_samples", "process_table", "processes",
+                  "variant_data", "params:training", "params:telemetry", "params:conditions"],
+                 ["conditions_table", "runs_table"], name="build_conditions"),
+            Node(judge, ["runs_table", "frontier_level", "params:conditions"], "verdicts",
+                 name="judge"),
             Node(conditions_figure, "conditions_table", "conditions_plot",
                  name="plot_conditions"),
             Node(log_markov_to_mlflow, ["verdicts", "conditions_table"], None,

@@ -1,0 +1,191 @@
+"""``markov`` report nodes: the runs and conditions tables, the verdicts, figures and MLflow.
+
+Thin wrappers around :mod:`ih_kedro.science.telemetry.formation` (the formation score and the
+formed verdict per threshold of every run) and :mod:`ih_kedro.science.statistics.markov_verdicts`
+(conditions paired by seed, the verdict rules).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ih_kedro.science.data.variants.markov import markov_sequences
+from ih_kedro.science.data.variants.markov_process import MarkovProcess
+from ih_kedro.science.statistics.markov_verdicts import (
+    PAIRED_RULE,
+    condition_table,
+    judge_claims,
+    threshold_robustness_table,
+    verdict_summary,
+)
+from ih_kedro.science.statistics.pareto_frontier import emergence_status
+from ih_kedro.science.statistics.plots.markov import plot_conditions
+from ih_kedro.science.telemetry.formation import DEFAULT_THRESHOLDS, formation_table
+
+from .nodes import run_cells
+
+logger = logging.getLogger(__name__)
+
+
+def _formation(
+    score_samples: dict[str, Any],
+    cells: pd.DataFrame,
+    training: dict[str, Any],
+    telemetry: dict[str, Any],
+    metric: str,
+    thresholds: tuple[float, ...],
+) -> pd.DataFrame:
+    """The formation score and the formed verdict per threshold of every run of ``cells``."""
+    min_layer = next(
+        (int(spec.get("min_layer", 1)) for spec in (telemetry.get("emergence") or {})
+         .get("metrics", []) if spec.get("metric") == metric), 1,
+    )  # fmt: skip
+    budget = int(training["max_steps"])
+    missing = sorted(set(cells["run_name"]) - set(score_samples))
+    if missing:
+        raise ValueError(f"markov.conditions: runs missing from the score samples: {missing}")
+    return formation_table(
+        {name: score_samples[name] for name in cells["run_name"]},
+        dict.fromkeys(cells["run_name"], budget),
+        metric=metric,
+        min_layer=min_layer,
+        thresholds=thresholds,
+    )
+
+
+def build_conditions(
+    emergence_table: pd.DataFrame,
+    score_samples: dict[str, Any],
+    process_table: pd.DataFrame,
+    processes: dict[str, MarkovProcess],
+    variant_data: dict[str, Any],
+    training: dict[str, Any],
+    telemetry: dict[str, Any],
+    conditions: dict[str, Any],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The conditions table (one row per (process, repetition level): formed?, S* and CI,
+    status, the formation score with its CI over seeds, formed counts per threshold, the
+    achieved process properties and the realised repetition knobs) and the runs table (one row
+    per run and seed: what the verdicts pair by seed)."""
+    metric = str(conditions.get("metric", "prefix_matching"))
+    thresholds = tuple(float(t) for t in conditions.get("thresholds", DEFAULT_THRESHOLDS))
+    method = str(conditions.get("method", "threshold"))
+    table = emergence_table[
+        (emergence_table["metric"] == metric) & (emergence_table["method"] == method)
+    ]
+    if table.empty:
+        raise ValueError(
+            f"markov.conditions: no emergence rows for metric {metric!r}, method {method!r}"
+        )
+    table = table.assign(status=emergence_status(table))
+    cells = run_cells(training)
+    runs = cells.merge(
+        table[["run_name", "status", "step", "ci_low", "ci_high", "last_step"]],
+        on="run_name",
+        how="left",
+    )
+    if runs["status"].isna().any():
+        missing = sorted(runs.loc[runs["status"].isna(), "run_name"])
+        raise ValueError(f"markov.conditions: runs missing from the emergence table: {missing}")
+    descriptors = process_table.set_index("process")[
+        ["marginal", "local_dependency", "categorical"]
+    ]
+    runs = runs.join(descriptors, on="process")
+    levels = variant_data["levels"]
+    runs["frequency"] = [levels[level]["frequency"] for level in runs["level"]]
+    runs["reliability"] = [levels[level]["reliability"] for level in runs["level"]]
+    formation = _formation(score_samples, cells, training, telemetry, metric, thresholds)
+    runs = runs.merge(formation.drop(columns=["metric", "last_step"]), on="run_name", how="left")
+    properties = process_table.drop(columns=["local_dependency", "categorical", "marginal"])
+    result = condition_table(runs, properties, thresholds=thresholds)
+    realised = [
+        _realised_repetition(processes[p], levels[lv], int(training["context_lengths"][0]) + 1)
+        for p, lv in zip(result["process"], result["level"], strict=True)
+    ]
+    return pd.concat([result, pd.DataFrame(realised)], axis=1), runs
+
+
+def _realised_repetition(
+    process: MarkovProcess, level: Mapping[str, Any], width: int, n: int = 512
+) -> dict[str, float]:
+    from ih_kedro.science.data.variants.repetition_stats import measure_repetition
+
+    sample = markov_sequences(
+        process,
+        n,
+        width,
+        float(level["frequency"]),
+        float(level["reliability"]),
+        np.random.default_rng(0),
+    )  # (n, C+1)
+    stats = measure_repetition(sample)
+    return {
+        "realised_frequency": stats.frequency,
+        "realised_reliability": stats.reliability,
+    }
+
+
+def judge(
+    runs_table: pd.DataFrame, frontier_level: dict[str, Any], conditions: dict[str, Any]
+) -> dict[str, Any]:
+    """``verdicts.json``: per claim the rule, the verdict at the decision threshold with the
+    paired comparisons by seed, the verdict at every threshold and whether they agree, plus the
+    budget, seeds and the near-frontier level behind them."""
+    thresholds = tuple(float(t) for t in conditions.get("thresholds", DEFAULT_THRESHOLDS))
+    verdicts = judge_claims(
+        runs_table,
+        high_level=str(conditions.get("high_level", "high")),
+        frontier_level=str(conditions.get("frontier_level", "near_frontier")),
+        thresholds=thresholds,
+        decision_threshold=float(conditions.get("decision_threshold", 0.4)),
+        level=float(conditions.get("level", 0.95)),
+        floor=float(conditions.get("floor", 0.2)),
+    )
+    logger.info("markov verdicts: %s", verdict_summary(verdicts))
+    seeds = runs_table.groupby(["process", "level"])["seed"].nunique()
+    return {
+        "claims": verdicts,
+        "paired_rule": PAIRED_RULE,
+        "threshold_robustness": threshold_robustness_table(verdicts).to_dict("records"),
+        "budget_steps": int(runs_table["budget_steps"].max()) if len(runs_table) else None,
+        "n_seeds": sorted({int(n) for n in seeds}),
+        "near_frontier_level": frontier_level,
+        "metric": str(conditions.get("metric", "prefix_matching")),
+        "method": str(conditions.get("method", "threshold")),
+    }
+
+
+def conditions_figure(conditions_table: pd.DataFrame) -> Figure:
+    return plot_conditions(conditions_table)
+
+
+def log_markov_to_mlflow(verdicts: dict[str, Any], conditions_table: pd.DataFrame) -> None:
+    """Verdicts as MLflow tags, per-condition formed share and S* as metrics."""
+    import mlflow
+
+    started = mlflow.active_run() is None
+    if started:
+        mlflow.start_run(run_name="markov")
+    try:
+        mlflow.set_tags({f"markov.{name}": v["verdict"] for name, v in verdicts["claims"].items()})
+        mlflow.set_tags({f"markov.{name}.agrees_across_thresholds": str(v["agrees_across_thresholds"])
+                         for name, v in verdicts["claims"].items()})  # fmt: skip
+        metrics = {}
+        for row in conditions_table.itertuples(index=False):
+            key = str(row.condition).replace("@", ".")
+            metrics[f"markov.{key}.formed_share"] = float(row.formed_share)
+            if not math.isnan(row.formation_score):
+                metrics[f"markov.{key}.formation_score"] = float(row.formation_score)
+            if not math.isnan(row.s_star):
+                metrics[f"markov.{key}.s_star"] = float(row.s_star)
+        mlflow.log_metrics(metrics)
+    finally:
+        if started:
+            mlflow.end_run()
