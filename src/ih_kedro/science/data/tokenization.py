@@ -243,6 +243,11 @@ def write_token_file(
     return n_tokens, n_chunks, sha.hexdigest()
 
 
+SHARD_LAYOUT_KEYS = frozenset({"shards", "tasks", "checksum"})
+"""``meta.json`` keys of a sharded corpus that describe its files: never carried into a
+single-file copy (:func:`write_packed_tokens`), whose ``sha256`` is its own."""
+
+
 def write_packed_tokens(
     chunks: Iterable[np.ndarray],
     folder: str | os.PathLike,
@@ -281,7 +286,8 @@ def write_packed_tokens(
             vocab_size,
         )
         full_meta = {
-            **(meta or {}),
+            # A sharded corpus's layout ("shards") describes its files, not this single one.
+            **{k: v for k, v in (meta or {}).items() if k not in SHARD_LAYOUT_KEYS},
             "format_version": FORMAT_VERSION,
             "dtype": dtype.name,
             "n_tokens": n_tokens,

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ih_kedro.datasets.packed_tokens import PackedTokensDataset
 from ih_kedro.science.data.batches import sample_batch
 from ih_kedro.science.data.corpus import DocumentSelection, DocumentStream, write_pile_shards
 from ih_kedro.science.data.embedded_corpus import kjv_documents
@@ -136,3 +137,17 @@ def test_packing_validates(corpus, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="one file offset per input file"):
         write_sharded_tokens(bad, tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+def test_a_sharded_corpus_copies_to_a_single_file_one(corpus) -> None:
+    # An experiment that keeps the tokenizer's vocabulary (vocabulary.compact: false) saves the
+    # sharded stream it read as its own single-file copy: the shards' layout must not travel
+    # into the copy's meta.json, whose sha256 is the single file's (it did: ChecksumError).
+    paths, _, tokenizer, folder = corpus
+    sharded = write_sharded_tokens(_packing(paths, tokenizer, None, "all", 2), folder / "sh")
+    PackedTokensDataset(str(folder / "copy")).save(read_packed_tokens(folder / "sh"))
+    copy = read_packed_tokens(folder / "copy", verify=True)
+    np.testing.assert_array_equal(np.asarray(copy.tokens), np.asarray(sharded.tokens))
+    meta = json.loads((folder / "copy" / "meta.json").read_text())
+    assert not {"shards", "tasks", "checksum"} & set(meta)
+    assert meta["source"] == {"split": "all"} and meta["n_tokens"] == len(sharded)
