@@ -20,6 +20,8 @@ Markov sequences). Nothing here knows of models or training.
 - ``tokenization``: ``train_bpe_tokenizer``, ``load_tokenizer``, ``eos_token_id``,
   ``write_packed_tokens``, ``read_packed_tokens``
 - ``packed``: ``PackedTokens``, ``ShardedTokenArray``
+- ``repetition_curve``: ``repetition_curve``, ``predictable_share``, ``induction_predictable``,
+  ``iid_uniform_share``, ``log_spaced_lengths``
 - ``vocabulary``: ``frequent_token_pool``, ``compact_vocabulary``, ``relabel``,
   ``CompactVocabulary``
 - ``batches``: ``sample_batch``, ``batch_rng``, ``Batch``

@@ -31,7 +31,7 @@ the pipelines publish.
 - ``markov_calibration``: ``frontier_level``, ``calibration_outcomes``, ``calibration_levels``,
   ``calibration_level_name``
 - ``plots.law``: ``plot_trajectories``, ``plot_predicted_vs_observed``,
-  ``plot_residuals_vs_model_size``
+  ``plot_residuals_vs_model_size``, ``plot_repetition_curves``
 - ``plots.pareto``: ``plot_frontier_heatmap``, ``plot_sstar_vs_distance``
 - ``plots.markov``: ``plot_processes``, ``plot_conditions``
 - ``plots.telemetry``: ``plot_prefix_matching_over_training``, ``plot_head_heatmaps``

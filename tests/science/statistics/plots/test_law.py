@@ -429,3 +429,23 @@ def test_best_head_trajectories_warns_when_it_falls_back_to_all_layers(caplog):
         r.getMessage() for r in caplog.records if r.name == "ih_kedro.science.statistics.plots.law"
     ]
     assert messages == ["statistics: no prefix_matching heads at layer >= 3; using all layers"]
+
+
+def test_repetition_curves_one_line_and_band_per_source() -> None:
+    from ih_kedro.science.statistics.plots.law import plot_repetition_curves
+
+    curves = pd.DataFrame(
+        {"source": ["corpus"] * 2 + ["copies"] * 2, "context_length": [32, 16, 16, 32],
+         "share": [0.2, 0.1, 0.3, 0.28], "ci_low": [0.15, 0.05, 0.25, 0.2],
+         "ci_high": [0.25, 0.15, 0.35, 0.3]}
+    )  # fmt: skip
+    fig = plot_repetition_curves(curves)
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines) == ["corpus", "copies"]
+    # Sorted by C within a source.
+    assert lines["corpus"].get_xdata().tolist() == [16, 32]
+    assert lines["corpus"].get_ydata().tolist() == [0.1, 0.2]
+    assert lines["copies"].get_ydata().tolist() == [0.3, 0.28]
+    assert len(ax.collections) == 2 and ax.get_xscale() == "log"
+    assert ax.get_ylabel() == "induction-predictable share"

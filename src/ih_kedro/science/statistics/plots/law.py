@@ -263,3 +263,23 @@ def plot_residuals_vs_model_size(
     ax.set(ylabel="log(observed / predicted S*)")
     ax.set_title("residuals of the emergence law vs model size", fontsize=10)
     return fig
+
+
+def plot_repetition_curves(curves: pd.DataFrame) -> Figure:
+    """Induction-predictable share against the context length (log axis), one line per source
+    (corpus, data variant) with its CI band over windows
+    (:func:`ih_kedro.science.data.repetition_curve.repetition_curve` rows plus ``source``)."""
+    fig = Figure(figsize=(6.5, 4))
+    ax = fig.subplots()
+    for source, group in curves.groupby("source", sort=False):
+        curve = group.sort_values("context_length")
+        (line,) = ax.plot(curve["context_length"], curve["share"], marker="o", label=source)
+        ax.fill_between(curve["context_length"], curve["ci_low"], curve["ci_high"],
+                        color=line.get_color(), alpha=0.2, linewidth=0)  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context length C (tokens)")
+    ax.set_ylabel("induction-predictable share")
+    ax.set_title("How much of a window an induction rule predicts")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
