@@ -7,9 +7,12 @@ import pytest
 
 from ih_kedro.science.data.batches import sample_batch
 from ih_kedro.science.data.variants.copies import (
+    check_fixed_rate_copies,
     count_copy_events,
     expected_copied_fraction,
     expected_copy_events,
+    fixed_rate_copies,
+    fixed_rate_layout,
     span_length_bounds,
 )
 from ih_kedro.science.data.variants.registry import VARIANT_CHECKS
@@ -100,3 +103,37 @@ def test_fixed_rate_copies_fractional_rate_and_option_check(stream):
         VARIANT_CHECKS["fixed_rate_copies"]({"span_max": 12}, 16)
     with pytest.raises(ValueError, match="tokens_per_event"):
         VARIANT_CHECKS["fixed_rate_copies"]({"tokens_per_event": 0}, 16)
+
+
+@pytest.mark.parametrize(("context_length", "k"), [(64, 8), (256, 12), (1024, 32)])
+def test_max_distance_never_places_a_source_beyond_k(context_length: int, k: int) -> None:
+    options = {"tokens_per_event": 16, "span_min": 4, "span_max": 8, "max_distance": k}
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        active, lengths, dest, source = fixed_rate_layout(64, context_length + 1, rng, options)
+        distance = (dest - source)[active]  # (m,) tokens from a span's source to its copy
+        assert distance.max() <= k
+        assert (distance >= lengths[active]).all()  # the source ends before its copy starts
+        assert (source[active] >= 0).all()
+    # Without the window, sources reach far back at a long context (the dilution k removes).
+    rng = np.random.default_rng(0)
+    active, _, dest, source = fixed_rate_layout(64, context_length + 1, rng, {})
+    assert (dest - source)[active].max() > k
+
+
+def test_max_distance_copies_the_tokens_from_within_k() -> None:
+    # Distinct tokens per position and events far apart (no chained copies): every copied
+    # token's value is its source position, at most k before it.
+    k = 10
+    windows = np.tile(np.arange(257), (32, 1))  # (B, C+1)
+    options = {"tokens_per_event": 64, "span_min": 2, "span_max": 4, "max_distance": k}
+    copied = fixed_rate_copies(windows, np.random.default_rng(3), options)
+    rows, positions = np.nonzero(copied)
+    assert len(rows) > 0
+    assert ((positions - windows[rows, positions]) <= k).all()
+    assert ((positions - windows[rows, positions]) >= 2).all()
+
+
+def test_max_distance_below_span_max_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"max_distance: 6 tokens cannot hold a source of up to"):
+        check_fixed_rate_copies({"span_max": 8, "max_distance": 6}, 64)

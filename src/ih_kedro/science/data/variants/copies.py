@@ -90,6 +90,12 @@ def _fixed_rate_options(options: Mapping[str, Any]) -> tuple[float, int, int]:
     )
 
 
+def _max_distance(options: Mapping[str, Any]) -> int | None:
+    """``max_distance`` of ``fixed_rate_copies`` (None: a source anywhere earlier)."""
+    value = options.get("max_distance")
+    return None if value is None else int(value)
+
+
 def expected_copy_events(context_length: int, tokens_per_event: float) -> float:
     """Expected copy events per sequence of ``fixed_rate_copies``: ``C / tokens_per_event``."""
     return context_length / tokens_per_event
@@ -103,6 +109,12 @@ def check_fixed_rate_copies(options: Mapping[str, Any], context_length: int) -> 
         raise ValueError(f"{where}.tokens_per_event: must be positive, got {tokens_per_event}")
     if not 1 <= low <= high:
         raise ValueError(f"{where}.span_min / span_max: need 1 <= min <= max, got {low}, {high}")
+    k = _max_distance(options)
+    if k is not None and k < high:
+        raise ValueError(
+            f"{where}.max_distance: {k} tokens cannot hold a source of up to span_max = {high} "
+            "tokens before its copy; set it >= span_max"
+        )
     n_max = math.ceil(expected_copy_events(context_length, tokens_per_event))
     # The first span's source, every span, and one separating token between consecutive spans.
     needed = high + n_max * high + max(n_max - 1, 0)
@@ -121,23 +133,46 @@ def fixed_rate_copies(
 
     Options: ``tokens_per_event`` (mean tokens per copy event, default 16), ``span_min`` /
     ``span_max`` (span length in tokens, uniform and inclusive, defaults 4 / 8; fixed, not
-    scaled with ``C``). A sequence of ``C`` tokens gets ``floor(C / T)`` spans plus one more with
+    scaled with ``C``), ``max_distance`` (default none: a source starts at most this many tokens
+    before its copy, the same ``k`` at every ``C``, which removes the dilution of a source that
+    lies farther back in a longer context). A sequence of ``C`` tokens gets ``floor(C / T)`` spans plus one more with
     probability ``frac(C / T)``, so the expected number of copy events is ``C / T`` (∝ C) and
     the copied share ``E[length] / T`` is the same at every ``C``. Destinations are spread by
     uniform spacings (at least one untouched token between consecutive spans, so each event is a
     separate run of the returned mask); each source starts anywhere from position 0 to
-    ``dest - length`` (anywhere earlier, possibly inside an earlier copy). Spans are written in
-    order, so a source that overlaps an earlier copy reads the copied text.
+    ``dest - length`` (anywhere earlier, possibly inside an earlier copy; with ``max_distance``
+    from ``max(0, dest - max_distance)``). Spans are written in order, so a source that
+    overlaps an earlier copy reads the copied text.
     """
     batch, width = windows.shape
+    copied = np.zeros(windows.shape, dtype=bool)  # (B, C+1)
+    layout = fixed_rate_layout(batch, width, rng, options)
+    if layout is None:
+        return copied
+    active, lengths, dest, source = layout
+    offset = np.arange(int(lengths.max(initial=0)))  # (high,)
+    for j in range(lengths.shape[1]):  # in order: a later source may read an earlier copy
+        take = active[:, j, None] & (offset[None, :] < lengths[:, j, None])  # (B, high)
+        rows = np.broadcast_to(np.arange(batch)[:, None], take.shape)[take]  # (m,)
+        to = (dest[:, j, None] + offset[None, :])[take]  # (m,)
+        windows[rows, to] = windows[rows, (source[:, j, None] + offset[None, :])[take]]
+        copied[rows, to] = True
+    return copied
+
+
+def fixed_rate_layout(
+    batch: int, width: int, rng: np.random.Generator, options: Mapping[str, Any]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Where :func:`fixed_rate_copies` copies: ``(active, lengths, dest, source)``, each
+    ``(B, n_max)`` (None when no event fits: ``n_max = 0``); ``source`` is each span's first
+    source position, ``dest`` its first copied position."""
     context_length = width - 1
     tokens_per_event, low, high = _fixed_rate_options(options)
     check_fixed_rate_copies(options, context_length)
     expected = expected_copy_events(context_length, tokens_per_event)
     n_max = math.ceil(expected)
-    copied = np.zeros(windows.shape, dtype=bool)  # (B, C+1)
     if n_max == 0:
-        return copied
+        return None
     # All draws happen at fixed shapes, so the stream layout does not depend on the outcomes.
     extra = rng.random(batch) < (expected - math.floor(expected))  # (B,)
     n_events = math.floor(expected) + extra.astype(np.int64)  # (B,)
@@ -154,15 +189,11 @@ def fixed_rate_copies(
     gaps = np.floor(shares * free[:, None]).astype(np.int64)[:, :n_max]  # (B, n)
     before = np.cumsum(lengths + 1, axis=1) - (lengths + 1)  # (B, n) spans + separators before
     dest = first[:, None] + np.cumsum(gaps, axis=1) + before  # (B, n)
-    source = (u_source * (dest - lengths + 1)).astype(np.int64)  # (B, n) in [0, dest - length]
-    offset = np.arange(high)  # (high,)
-    for j in range(n_max):  # in order: a later source may read an earlier copy
-        take = active[:, j, None] & (offset[None, :] < lengths[:, j, None])  # (B, high)
-        rows = np.broadcast_to(np.arange(batch)[:, None], take.shape)[take]  # (m,)
-        to = (dest[:, j, None] + offset[None, :])[take]  # (m,)
-        windows[rows, to] = windows[rows, (source[:, j, None] + offset[None, :])[take]]
-        copied[rows, to] = True
-    return copied
+    k = _max_distance(options)
+    earliest = np.zeros_like(dest) if k is None else np.maximum(dest - k, 0)  # (B, n)
+    # (B, n) in [earliest, dest - length]; with no max_distance the same draw as always.
+    source = earliest + (u_source * (dest - lengths - earliest + 1)).astype(np.int64)
+    return active, lengths, dest, source
 
 
 def count_copy_events(copied: np.ndarray) -> int:
@@ -189,6 +220,7 @@ __all__ = [
     "expected_copied_fraction",
     "expected_copy_events",
     "fixed_rate_copies",
+    "fixed_rate_layout",
     "natural",
     "span_length_bounds",
 ]
