@@ -191,3 +191,4 @@ def test_markov_kedro_run_end_to_end(tmp_path: Path) -> None:
     assert verdicts["budget_steps"] == 12 and verdicts["n_seeds"] == [2]
     assert verdicts["near_frontier_level"]["reliability"] == 1.0
     assert (reporting / "conditions.png").exists() and (reporting / "processes.png").exists()
+    assert (reporting / "comparisons.png").stat().st_size > 0

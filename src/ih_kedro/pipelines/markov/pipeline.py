@@ -25,7 +25,13 @@ from ih_kedro.pipelines.law_fit.pipeline import (
 
 from .calibration_nodes import measure_frontier_level, plan_calibration, train_calibration_sweep
 from .nodes import design_processes, plan_variant_data, processes_figure
-from .report_nodes import build_conditions, conditions_figure, judge, log_markov_to_mlflow
+from .report_nodes import (
+    build_conditions,
+    comparisons_figure,
+    conditions_figure,
+    judge,
+    log_markov_to_mlflow,
+)
 
 EXPERIMENT = "markov"
 
@@ -62,6 +68,8 @@ def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
                  name="judge"),
             Node(conditions_figure, "conditions_table", "conditions_plot",
                  name="plot_conditions"),
+            Node(comparisons_figure, "verdicts", "comparisons_plot",
+                 name="plot_paired_comparisons"),
             Node(log_markov_to_mlflow, ["verdicts", "conditions_table"], None,
                  name="log_markov_to_mlflow"),
         ],

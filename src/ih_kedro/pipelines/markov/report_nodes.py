@@ -26,7 +26,7 @@ from ih_kedro.science.statistics.markov_verdicts import (
     verdict_summary,
 )
 from ih_kedro.science.statistics.pareto_frontier import emergence_status
-from ih_kedro.science.statistics.plots.markov import plot_conditions
+from ih_kedro.science.statistics.plots.markov import plot_conditions, plot_paired_comparisons
 from ih_kedro.science.telemetry.formation import DEFAULT_THRESHOLDS, formation_table
 
 from .nodes import run_cells
@@ -164,6 +164,11 @@ def judge(
 
 def conditions_figure(conditions_table: pd.DataFrame) -> Figure:
     return plot_conditions(conditions_table)
+
+
+def comparisons_figure(verdicts: dict[str, Any]) -> Figure:
+    """The paired comparisons behind the verdicts: per-seed differences and their t CIs."""
+    return plot_paired_comparisons(verdicts["claims"])
 
 
 def log_markov_to_mlflow(verdicts: dict[str, Any], conditions_table: pd.DataFrame) -> None:

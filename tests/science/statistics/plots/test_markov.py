@@ -8,7 +8,11 @@ import numpy as np
 import pandas as pd
 
 from ih_kedro.science.data.variants.markov_process import MarkovProcess, MarkovSpec
-from ih_kedro.science.statistics.plots.markov import plot_conditions, plot_processes
+from ih_kedro.science.statistics.plots.markov import (
+    plot_conditions,
+    plot_paired_comparisons,
+    plot_processes,
+)
 from tests.science.statistics.plots.artists import legend_texts, tick_texts
 
 # ------------------------------------------------------------------ markov: processes
@@ -164,3 +168,34 @@ def test_conditions_without_any_emerged_or_any_row() -> None:
     )
     assert not left.images and not right.texts and right.get_title() == ""
     np.testing.assert_allclose(fig.get_size_inches(), (12.0, 0.6 * 4 + 1.5))
+
+
+def _comparison(t, k, verdict, diffs, mean, low, high):
+    seeds = [{"seed": i, "difference": d} for i, d in enumerate(diffs)]
+    return {"treatment": t, "control": k, "verdict": verdict, "seeds": seeds, "mean": mean,
+            "ci_low": low, "ci_high": high}  # fmt: skip
+
+
+def test_paired_comparisons_one_row_per_comparison_with_seeds_and_ci() -> None:
+    verdicts = {
+        "ld_necessary": {"comparisons": [_comparison("A@h", "B@h", "supported",
+                                                     [0.4, 0.5, None], 0.45, 0.3, 0.6)]},
+        "cat": {"comparisons": [_comparison("C@n", "D@n", "contradicted", [-0.1, -0.2], -0.15,
+                                            None, None)]},
+    }  # fmt: skip
+    fig = plot_paired_comparisons(verdicts)
+    ax = fig.axes[0]
+    assert tick_texts(ax.get_yticklabels()) == ["ld_necessary\nA@h − B@h", "cat\nC@n − D@n"]
+    scatters = [c for c in ax.collections if type(c).__name__ == "PathCollection"]
+    dots = [c.get_offsets().tolist() for c in scatters]
+    assert [[0.4, 0.0], [0.5, 0.0]] in dots and [[-0.1, 1.0], [-0.2, 1.0]] in dots
+    bars = [c for c in ax.collections if type(c).__name__ == "LineCollection"]
+    segments = [seg.tolist() for c in bars for seg in c.get_segments()]
+    assert [[0.3, 0.0], [0.6, 0.0]] in segments and len(segments) == 1  # no CI: no bar
+    colours = {tuple(np.round(c.get_facecolor()[0], 3)) for c in scatters}
+    assert len(colours) == 2  # supported and contradicted differ
+
+
+def test_paired_comparisons_without_any() -> None:
+    fig = plot_paired_comparisons({"x": {"comparisons": []}})
+    assert fig.axes[0].texts[0].get_text() == "no paired comparison"

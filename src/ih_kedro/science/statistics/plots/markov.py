@@ -90,3 +90,45 @@ def plot_conditions(table: pd.DataFrame) -> Figure:
 
 
 __all__ = ["plot_conditions", "plot_processes"]
+
+
+_VERDICT_COLOURS = {"supported": "tab:green", "contradicted": "tab:red", "undecided": "tab:gray"}
+
+
+def _comparisons(verdicts: Mapping[str, Mapping]) -> list[tuple[str, Mapping]]:
+    """``(row label, comparison)`` of every paired comparison of every claim, in order."""
+    rows = []
+    for claim, verdict in verdicts.items():
+        for comparison in verdict.get("comparisons", []):
+            label = f"{claim}\n{comparison['treatment']} − {comparison['control']}"
+            rows.append((label, comparison))
+    return rows
+
+
+def plot_paired_comparisons(verdicts: Mapping[str, Mapping]) -> Figure:
+    """Every paired comparison behind the verdicts (``verdicts.json: claims``): each seed's
+    difference of formation scores (T − K) as a dot, the mean with its paired t CI as a bar,
+    coloured by the comparison's verdict, against the no-effect line at 0."""
+    rows = _comparisons(verdicts)
+    fig, ax = plt.subplots(figsize=(9.0, 1.2 + 0.9 * max(len(rows), 1)))
+    if not rows:
+        ax.text(0.5, 0.5, "no paired comparison", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    for y, (_, comparison) in enumerate(rows):
+        colour = _VERDICT_COLOURS.get(str(comparison.get("verdict")), "tab:gray")
+        diffs = [s["difference"] for s in comparison["seeds"] if s.get("difference") is not None]
+        ax.scatter(diffs, [y] * len(diffs), color=colour, s=25, zorder=3)
+        mean, low, high = (comparison.get(k) for k in ("mean", "ci_low", "ci_high"))
+        if low is not None and high is not None:
+            ax.hlines(y, low, high, color=colour, linewidth=3, alpha=0.5)
+        if mean is not None:
+            ax.plot([mean], [y], marker="|", markersize=14, color=colour)
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("formation score T − K (dots: seeds, bar: paired t CI)")
+    ax.set_title("Paired comparisons: green supported, red contradicted, grey undecided",
+                 fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    return fig
