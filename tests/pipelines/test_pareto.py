@@ -337,6 +337,7 @@ def test_pareto_kedro_run_end_to_end(micro_project: Path) -> None:
     assert summary["verdicts"]["both_knobs_matter"]["verdict"] == "undecided"
     assert (reporting / "frontier_heatmap.png").stat().st_size > 0
     assert (reporting / "sstar_vs_distance.png").stat().st_size > 0
+    assert (reporting / "threshold_robustness.png").stat().st_size > 0
 
     mlflow.set_tracking_uri(f"sqlite:///{micro_project / 'mlflow.db'}")
     try:

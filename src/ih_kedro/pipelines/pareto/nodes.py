@@ -226,6 +226,12 @@ def plot_sstar_distance(
     return pareto_plots.plot_sstar_distance(cell_table, frontier_summary)
 
 
+def plot_robustness(threshold_robustness: pd.DataFrame) -> plt.Figure:
+    """The coefficient ratio and both verdicts at every threshold and on the formation score:
+    :func:`~ih_kedro.science.statistics.plots.pareto.plot_threshold_robustness`."""
+    return pareto_plots.plot_threshold_robustness(threshold_robustness)
+
+
 def log_pareto_to_mlflow(frontier_summary: Mapping[str, Any]) -> None:
     """Log the frontier's numbers as metrics (and its verdicts as tags) to the active run.
 

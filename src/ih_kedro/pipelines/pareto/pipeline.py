@@ -34,6 +34,7 @@ from .nodes import (
     estimate_frontier,
     log_pareto_to_mlflow,
     plot_frontier,
+    plot_robustness,
     plot_sstar_distance,
     semi_natural_variant_data,
     summarise_robustness,
@@ -72,6 +73,8 @@ def frontier_pipeline() -> Pipeline:
                  "frontier_heatmap", name="plot_frontier"),
             Node(plot_sstar_distance, ["cell_table", "frontier_summary"],
                  "sstar_vs_distance_plot", name="plot_sstar_vs_distance"),
+            Node(plot_robustness, "threshold_robustness", "threshold_robustness_plot",
+                 name="plot_threshold_robustness"),
             Node(log_pareto_to_mlflow, "frontier_summary", None, name="log_pareto_to_mlflow"),
         ]
     )  # fmt: skip

@@ -32,7 +32,8 @@ the pipelines publish.
   ``calibration_level_name``
 - ``plots.law``: ``plot_trajectories``, ``plot_predicted_vs_observed``,
   ``plot_residuals_vs_model_size``, ``plot_repetition_curves``
-- ``plots.pareto``: ``plot_frontier_heatmap``, ``plot_sstar_vs_distance``
+- ``plots.pareto``: ``plot_frontier_heatmap``, ``plot_sstar_vs_distance``,
+  ``plot_threshold_robustness``
 - ``plots.markov``: ``plot_processes``, ``plot_conditions``, ``plot_paired_comparisons``
 - ``plots.telemetry``: ``plot_prefix_matching_over_training``, ``plot_head_heatmaps``
 - ``plots.bi_induct``: ``plot_signatures``, ``plot_ablation_over_training``,

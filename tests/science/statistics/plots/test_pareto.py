@@ -375,3 +375,27 @@ def test_fit_from_summary() -> None:
     np.testing.assert_array_equal(fit.coef, [1.0, 2.0, 3.5])
     np.testing.assert_array_equal(fit.cov, np.zeros((3, 3)))
     assert (fit.method, fit.n_runs, fit.n_formed, fit.converged) == ("mle", 9, 4, True)
+
+
+def test_threshold_robustness_rows_ratio_and_verdict_colours() -> None:
+    nan = float("nan")
+    table = pd.DataFrame(
+        {"measure": ["formed at 0.3", "formed at 0.5", "formation score"],
+         "both_knobs_matter": ["supported", "undecided", "supported"],
+         "reliability_weighs_more": ["supported", "undecided", "contradicted"],
+         "ratio": [0.4, nan, 1.5], "ratio_ci_low": [0.2, nan, 1.2],
+         "ratio_ci_high": [0.6, nan, 1.9]}
+    )  # fmt: skip
+    fig = pareto_plots.plot_threshold_robustness(table)
+    ax = fig.axes[0]
+    assert tick_texts(ax.get_yticklabels()) == [
+        "formed at 0.3\n(both knobs: supported)", "formed at 0.5\n(both knobs: undecided)",
+        "formation score\n(both knobs: supported)",
+    ]  # fmt: skip
+    points = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert [(p.get_xdata()[0], p.get_ydata()[0]) for p in points] == [(0.4, 0), (1.5, 2)]
+    assert [to_rgba(p.get_color()) for p in points] == [to_rgba("tab:green"), to_rgba("tab:red")]
+    bars = [seg.tolist() for c in ax.collections for seg in c.get_segments()]
+    assert bars == [[[0.2, 0.0], [0.6, 0.0]], [[1.2, 2.0], [1.9, 2.0]]]  # none for the unfitted
+    verticals = sorted(line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() != "o")
+    assert verticals == [0.0, 1.0]

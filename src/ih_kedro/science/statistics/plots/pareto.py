@@ -219,3 +219,31 @@ __all__ = [
     "plot_sstar_distance",
     "plot_sstar_vs_distance",
 ]
+
+
+_VERDICT_COLOURS = {"supported": "tab:green", "contradicted": "tab:red", "undecided": "tab:gray"}
+
+
+def plot_threshold_robustness(table: pd.DataFrame) -> plt.Figure:
+    """The ratio ``b_f / b_r`` with its CI for every measure of ``threshold_robustness.csv``
+    (the frontier at each threshold, the formation-score fit), coloured by the
+    ``reliability_weighs_more`` verdict, against the lines 0 and 1; each row says its
+    ``both_knobs_matter`` verdict. A measure without a fit (e.g. nothing formed) is a label only."""
+    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.6 * max(len(table), 1)))
+    labels = []
+    for y, row in enumerate(table.itertuples(index=False)):
+        labels.append(f"{row.measure}\n(both knobs: {row.both_knobs_matter})")
+        colour = _VERDICT_COLOURS.get(str(row.reliability_weighs_more), "tab:gray")
+        if np.isfinite(row.ratio_ci_low) and np.isfinite(row.ratio_ci_high):
+            ax.hlines(y, row.ratio_ci_low, row.ratio_ci_high, color=colour, linewidth=3)
+        if np.isfinite(row.ratio):
+            ax.plot([row.ratio], [y], marker="o", color=colour)
+    for x, style in ((0.0, "-"), (1.0, "--")):
+        ax.axvline(x, color="black", linewidth=0.8, linestyle=style)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("b_f / b_r (95 % CI); below 1: reliability weighs more")
+    ax.set_title("Verdicts across thresholds: green supported, red contradicted, grey undecided",
+                 fontsize=9)  # fmt: skip
+    fig.tight_layout()
+    return fig
