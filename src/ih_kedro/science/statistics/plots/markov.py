@@ -14,6 +14,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from ih_kedro.science.data.variants.markov_process import MarkovProcess  # noqa: E402
+from ih_kedro.science.statistics.plots.pareto import VERDICT_COLOURS  # noqa: E402
 
 _FORMED_CODE = {"no": 0.0, "mixed": 0.5, "unknown": 0.5, "yes": 1.0}
 
@@ -92,9 +93,6 @@ def plot_conditions(table: pd.DataFrame) -> Figure:
 __all__ = ["plot_conditions", "plot_processes"]
 
 
-_VERDICT_COLOURS = {"supported": "tab:green", "contradicted": "tab:red", "undecided": "tab:gray"}
-
-
 def _comparisons(verdicts: Mapping[str, Mapping]) -> list[tuple[str, Mapping]]:
     """``(row label, comparison)`` of every paired comparison of every claim, in order."""
     rows = []
@@ -116,7 +114,7 @@ def plot_paired_comparisons(verdicts: Mapping[str, Mapping]) -> Figure:
         ax.set_axis_off()
         return fig
     for y, (_, comparison) in enumerate(rows):
-        colour = _VERDICT_COLOURS.get(str(comparison.get("verdict")), "tab:gray")
+        colour = VERDICT_COLOURS.get(str(comparison.get("verdict")), "tab:gray")
         diffs = [s["difference"] for s in comparison["seeds"] if s.get("difference") is not None]
         ax.scatter(diffs, [y] * len(diffs), color=colour, s=25, zorder=3)
         mean, low, high = (comparison.get(k) for k in ("mean", "ci_low", "ci_high"))

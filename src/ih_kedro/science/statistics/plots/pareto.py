@@ -221,7 +221,8 @@ __all__ = [
 ]
 
 
-_VERDICT_COLOURS = {"supported": "tab:green", "contradicted": "tab:red", "undecided": "tab:gray"}
+VERDICT_COLOURS = {"supported": "tab:green", "contradicted": "tab:red", "undecided": "tab:gray"}
+"""One colour per verdict, in every figure that shows verdicts (pareto and markov)."""
 
 
 def plot_threshold_robustness(table: pd.DataFrame) -> plt.Figure:
@@ -233,7 +234,7 @@ def plot_threshold_robustness(table: pd.DataFrame) -> plt.Figure:
     labels = []
     for y, row in enumerate(table.itertuples(index=False)):
         labels.append(f"{row.measure}\n(both knobs: {row.both_knobs_matter})")
-        colour = _VERDICT_COLOURS.get(str(row.reliability_weighs_more), "tab:gray")
+        colour = VERDICT_COLOURS.get(str(row.reliability_weighs_more), "tab:gray")
         if np.isfinite(row.ratio_ci_low) and np.isfinite(row.ratio_ci_high):
             ax.hlines(y, row.ratio_ci_low, row.ratio_ci_high, color=colour, linewidth=3)
         if np.isfinite(row.ratio):
