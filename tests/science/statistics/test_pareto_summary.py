@@ -130,3 +130,25 @@ def test_estimate_frontier_checks_formed_against_status_before_anything_else(
     # The same table with consistent columns gets past the check (to the first stub).
     with pytest.raises(AssertionError, match="nothing may be computed"):
         pareto_summary.estimate_frontier(frontier_cells(), {})
+
+
+def test_estimate_frontier_reads_the_verdicts_from_a_given_robustness_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The pipeline fits the robustness table once (summarise_robustness); the summary reads
+    # its verdicts from it and fits nothing again, even when the cell table could.
+    monkeypatch.setattr(pareto_summary.robustness, "robustness_table", _no_call)
+    table = pd.DataFrame(
+        {"measure": ["formed at 0.4", "formation score"], "threshold": [0.4, math.nan],
+         "both_knobs_matter": ["supported", "undecided"],
+         "reliability_weighs_more": ["supported", "supported"]}
+    )  # fmt: skip
+    cells = frontier_cells().assign(**{"formed_at_0.4": True})
+    params = {"n_bootstrap": 5, "decision_threshold": 0.4}
+    _, summary = pareto_summary.estimate_frontier(cells, params, table)
+    knobs = summary["verdicts"]["both_knobs_matter"]
+    assert knobs["verdict"] == "supported" and knobs["agrees_across_measures"] is False
+    assert knobs["by_measure"] == {"formed at 0.4": "supported", "formation score": "undecided"}
+    assert summary["verdicts"]["reliability_weighs_more"]["agrees_across_measures"] is True
+    # Without a table and without formation columns: no verdicts.
+    assert pareto_summary.estimate_frontier(frontier_cells(), params)[1]["verdicts"] is None

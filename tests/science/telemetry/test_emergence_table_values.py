@@ -19,6 +19,7 @@ from ih_kedro.science.telemetry.emergence_table import (
     EMERGENCE_COLUMNS,
     check_min_layer,
     detect_emergence_table,
+    emergence_min_layer,
     validate_min_layers,
 )
 from tests.science.telemetry.emergence_runs import model_level
@@ -215,3 +216,14 @@ def test_validate_min_layers_names_the_bad_parameter(telemetry, statistics, name
 def test_validate_min_layers_without_prefix():
     with pytest.raises(ValueError, match=r"^telemetry\.min_layer: 3 is not a layer"):
         validate_min_layers(3, {"min_layer": 3})
+
+
+def test_emergence_min_layer_reads_the_metric_spec_or_the_default():
+    telemetry = {"emergence": {"metrics": [{"metric": "a", "min_layer": 0},
+                                           {"metric": "b"}, {"metric": "c", "min_layer": 2}]}}  # fmt: skip
+    assert emergence_min_layer(telemetry, "a") == 0
+    assert emergence_min_layer(telemetry, "c") == 2
+    assert emergence_min_layer(telemetry, "b") == 1  # named, no min_layer: the default
+    assert emergence_min_layer(telemetry, "b", default=3) == 3
+    assert emergence_min_layer(telemetry, "missing") == 1
+    assert emergence_min_layer(None, "a") == 1 and emergence_min_layer({}, "a", default=0) == 0

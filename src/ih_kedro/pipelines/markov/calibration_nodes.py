@@ -21,7 +21,7 @@ from ih_kedro.science.data.variants.markov import VARIANT
 from ih_kedro.science.data.variants.markov_process import MarkovProcess
 from ih_kedro.science.statistics import markov_calibration as mc
 
-from .nodes import process_files
+from .nodes import process_files, run_cells
 
 logger = logging.getLogger(__name__)
 
@@ -110,13 +110,8 @@ def measure_frontier_level(
 ) -> dict[str, Any]:
     """``frontier_level``: the near-frontier level the calibration measured, with the rule and
     the evidence per swept reliability (``markov.calibration.level`` names the level it sets)."""
-    from ih_kedro.science.training.grid import expand_grid
-
     config = calibration_training(training, calibration)
-    cells = pd.DataFrame(
-        [{"run_name": c.run_name, "seed": int(c.seed), "level": c.variant_options["level"]}
-         for c in expand_grid(config)]
-    )  # fmt: skip
+    cells = run_cells(config)
     missing = sorted(set(cells["run_name"]) - set(calibration_sweep_manifest["run_name"]))
     if missing:
         raise ValueError(

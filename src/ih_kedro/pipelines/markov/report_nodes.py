@@ -27,6 +27,7 @@ from ih_kedro.science.statistics.markov_verdicts import (
 )
 from ih_kedro.science.statistics.pareto_frontier import emergence_status
 from ih_kedro.science.statistics.plots.markov import plot_conditions, plot_paired_comparisons
+from ih_kedro.science.telemetry.emergence_table import emergence_min_layer
 from ih_kedro.science.telemetry.formation import DEFAULT_THRESHOLDS, formation_table
 
 from .nodes import run_cells
@@ -43,10 +44,6 @@ def _formation(
     thresholds: tuple[float, ...],
 ) -> pd.DataFrame:
     """The formation score and the formed verdict per threshold of every run of ``cells``."""
-    min_layer = next(
-        (int(spec.get("min_layer", 1)) for spec in (telemetry.get("emergence") or {})
-         .get("metrics", []) if spec.get("metric") == metric), 1,
-    )  # fmt: skip
     budget = int(training["max_steps"])
     missing = sorted(set(cells["run_name"]) - set(score_samples))
     if missing:
@@ -55,7 +52,7 @@ def _formation(
         {name: score_samples[name] for name in cells["run_name"]},
         dict.fromkeys(cells["run_name"], budget),
         metric=metric,
-        min_layer=min_layer,
+        min_layer=emergence_min_layer(telemetry, metric),
         thresholds=thresholds,
     )
 

@@ -23,6 +23,7 @@ from ih_kedro.science.data.variants.bigram_model import BigramModel, estimate_bi
 from ih_kedro.science.data.variants.semi_natural import VARIANT
 from ih_kedro.science.statistics import pareto_cells, pareto_robustness, pareto_summary
 from ih_kedro.science.statistics.plots import pareto as pareto_plots
+from ih_kedro.science.telemetry.emergence_table import emergence_min_layer
 from ih_kedro.science.telemetry.formation import DEFAULT_THRESHOLDS, formation_table
 
 logger = logging.getLogger(__name__)
@@ -127,14 +128,6 @@ def _run_knobs(training: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _metric_min_layer(telemetry: Mapping[str, Any], metric: str) -> int:
-    """The ``min_layer`` the telemetry's emergence spec of ``metric`` uses (1 if none)."""
-    for spec in (telemetry.get("emergence") or {}).get("metrics", []):
-        if spec.get("metric") == metric:
-            return int(spec.get("min_layer", 1))
-    return 1
-
-
 def build_cell_table(
     sweep_manifest: pd.DataFrame,
     emergence_table: pd.DataFrame,
@@ -162,7 +155,7 @@ def build_cell_table(
         {name: score_samples[name] for name in knobs["run_name"] if name in score_samples},
         budgets,
         metric=metric,
-        min_layer=_metric_min_layer(telemetry, metric),
+        min_layer=emergence_min_layer(telemetry, metric),
         thresholds=thresholds,
     )
     return pareto_cells.build_cell_table(
@@ -174,11 +167,14 @@ def build_cell_table(
 # The frontier
 # --------------------------------------------------------------------------------------------
 def estimate_frontier(
-    cell_table: pd.DataFrame, params: Mapping[str, Any]
+    cell_table: pd.DataFrame,
+    params: Mapping[str, Any],
+    threshold_robustness: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """``frontier_table`` and ``frontier_summary`` of the cell table (``params:frontier``):
+    """``frontier_table`` and ``frontier_summary`` of the cell table (``params:frontier``), its
+    verdicts read from ``threshold_robustness`` (fitted once, by :func:`summarise_robustness`):
     :func:`~ih_kedro.science.statistics.pareto_summary.estimate_frontier`."""
-    return pareto_summary.estimate_frontier(cell_table, params)
+    return pareto_summary.estimate_frontier(cell_table, params, threshold_robustness)
 
 
 def summarise_robustness(

@@ -66,7 +66,7 @@ def frontier_pipeline() -> Pipeline:
                  "cell_table", name="build_cell_table"),
             Node(summarise_robustness, ["cell_table", "params:frontier"],
                  ["cell_summary", "threshold_robustness"], name="summarise_robustness"),
-            Node(estimate_frontier, ["cell_table", "params:frontier"],
+            Node(estimate_frontier, ["cell_table", "params:frontier", "threshold_robustness"],
                  ["frontier_table", "frontier_summary"], name="estimate_frontier"),
             Node(plot_frontier,
                  ["cell_table", "frontier_table", "frontier_summary"],

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import t as student_t
 
 from ih_kedro.science.data.batches import sample_batch
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.data.variants.repetition_stats import check_repetition, measure_repetition
 from ih_kedro.science.statistics import pareto_frontier as pf
+from ih_kedro.science.statistics.paired_seeds import mean_interval
 
 logger = logging.getLogger(__name__)
 
@@ -245,18 +245,6 @@ def fit_runs(cell_table: pd.DataFrame) -> pd.DataFrame:
     return runs
 
 
-def _t_interval(values: pd.Series, level: float) -> tuple[float, float, float]:
-    """Mean and Student-t interval over seeds (NaN interval with fewer than 2 values)."""
-    x = pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float)  # (n,)
-    if len(x) == 0:
-        return math.nan, math.nan, math.nan
-    mean = float(x.mean())
-    if len(x) < 2:
-        return mean, math.nan, math.nan
-    half = float(student_t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-    return mean, mean - half, mean + half
-
-
 def cell_summary(cell_table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     """One row per grid cell, seeds as the unit: formed shares and the seeds' spread.
 
@@ -277,10 +265,12 @@ def cell_summary(cell_table: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
             known = group[f"formed_at_{t:g}"].dropna()
             row[f"formed_share_at_{t:g}"] = float(known.mean()) if len(known) else math.nan
         if "formation_score" in group:
-            score = _t_interval(group["formation_score"], level)
+            score = mean_interval(
+                pd.to_numeric(group["formation_score"], errors="coerce"), level=level
+            )
             row.update(zip(("formation_score", "formation_score_ci_low",
                             "formation_score_ci_high"), score, strict=True))  # fmt: skip
-        log_sstar = _t_interval(np.log(formed["step"].clip(lower=1.0)), level)
+        log_sstar = mean_interval(np.log(formed["step"].clip(lower=1.0)), level=level)
         row.update(zip(("sstar", "sstar_ci_low", "sstar_ci_high"), np.exp(log_sstar),
                        strict=True))  # fmt: skip
         rows.append(row)

@@ -125,14 +125,7 @@ class FrontierFit:
         On the 50% contour ``b1 log f + b2 log r = const``: a ratio of 0.5 means halving the
         reliability costs what a quarter of the frequency does ("reliability weighs twice").
         """
-        b1, b2 = float(self.coef[1]), float(self.coef[2])
-        if b2 == 0 or not math.isfinite(b2):
-            return math.nan, math.nan, math.nan
-        ratio = b1 / b2
-        gradient = np.array([0.0, 1.0 / b2, -b1 / b2**2])  # d(b1/b2)/d(b0, b1, b2)
-        variance = float(gradient @ self.cov @ gradient)
-        half = norm.ppf(0.5 + self.level / 2) * math.sqrt(max(variance, 0.0))
-        return ratio, ratio - half, ratio + half
+        return coefficient_ratio(self.coef, self.cov, float(norm.ppf(0.5 + self.level / 2)))
 
     def log_contour(self, frequency: Any, p: float = 0.5) -> np.ndarray:
         """``log`` of :meth:`contour`, computed on the log scale (no overflow when ``b2`` is
@@ -150,6 +143,22 @@ class FrontierFit:
         if not norm_b > 0:
             return np.full(np.shape(frequency), np.nan)
         return self.linear_predictor(frequency, reliability) / norm_b
+
+
+def coefficient_ratio(
+    coef: np.ndarray, cov: np.ndarray, quantile: float
+) -> tuple[float, float, float]:
+    """``coef[1] / coef[2]`` of a ``(b0, b1, b2)`` fit and its delta-method interval
+    ``ratio +/- quantile * se``: ``(ratio, ci_low, ci_high)``, NaN when ``b2 = 0``. The logistic
+    frontier (:meth:`FrontierFit.coefficient_ratio`, normal quantile) and the linear fit of the
+    formation score (t quantile) read the ratio the same way."""
+    b1, b2 = float(coef[1]), float(coef[2])
+    if b2 == 0 or not math.isfinite(b2):
+        return math.nan, math.nan, math.nan
+    ratio = b1 / b2
+    gradient = np.array([0.0, 1.0 / b2, -b1 / b2**2])  # d(b1/b2)/d(b0, b1, b2)
+    half = quantile * math.sqrt(max(float(gradient @ cov @ gradient), 0.0))
+    return ratio, ratio - half, ratio + half
 
 
 def _design(frequency: np.ndarray, reliability: np.ndarray) -> np.ndarray:
@@ -407,6 +416,7 @@ __all__ = [
     "FrontierFit",
     "GrowthFit",
     "budget_shift",
+    "coefficient_ratio",
     "emergence_status",
     "fit_frontier",
     "fit_sstar_growth",

@@ -57,16 +57,6 @@ ROBUSTNESS_COLUMNS = [
 ]  # fmt: skip
 
 
-def _ratio_ci(b: np.ndarray, cov: np.ndarray, quantile: float) -> tuple[float, float, float]:
-    """``b[1] / b[2]`` and its delta-method interval with the given quantile."""
-    if b[2] == 0 or not math.isfinite(b[2]):
-        return math.nan, math.nan, math.nan
-    ratio = float(b[1] / b[2])
-    gradient = np.array([0.0, 1.0 / b[2], -b[1] / b[2] ** 2])  # d(b1/b2)/d(b0, b1, b2)
-    half = quantile * math.sqrt(max(float(gradient @ cov @ gradient), 0.0))
-    return ratio, ratio - half, ratio + half
-
-
 def _verdicts(row: dict[str, Any]) -> dict[str, str]:
     """The two claims' verdicts of one fit (:data:`RULES`)."""
     lows = [row["beta_frequency_ci_low"], row["beta_reliability_ci_low"]]
@@ -157,7 +147,7 @@ def formation_score_fit(cell_table: pd.DataFrame, *, level: float = 0.95) -> dic
     se = np.sqrt(np.clip(np.diag(cov), 0.0, None))  # (3,)
     ci = np.stack([b - quantile * se, b + quantile * se], axis=1)  # (3, 2)
     return _row(measure, math.nan, "ols", "ok", len(runs), math.nan, b, ci,
-                _ratio_ci(b, cov, quantile))  # fmt: skip
+                pf.coefficient_ratio(b, cov, quantile))  # fmt: skip
 
 
 def robustness_table(

@@ -199,7 +199,9 @@ def _fitted_summary(base: dict[str, Any], fits: _FrontierFits, ci: np.ndarray) -
 
 
 def estimate_frontier(
-    cell_table: pd.DataFrame, params: Mapping[str, Any]
+    cell_table: pd.DataFrame,
+    params: Mapping[str, Any],
+    robustness_table: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Fit the frontier, its bootstrap band, the Pareto set, the S* growth and the budget shift.
 
@@ -211,7 +213,11 @@ def estimate_frontier(
         cell_table: the cell table (:func:`~ih_kedro.science.statistics.pareto_cells.
             build_cell_table`).
         params: the frontier options: ``level``, ``fit_method``, ``n_grid``, ``n_bootstrap``,
-            ``seed``, ``bootstrap_unit``, ``budget_factors``.
+            ``seed``, ``bootstrap_unit``, ``budget_factors``, ``decision_threshold``.
+        robustness_table: the knobs' fits at every threshold
+            (:func:`~ih_kedro.science.statistics.pareto_robustness.robustness_table`), read for
+            the summary's ``verdicts``; None: fitted here from the cell table's formation
+            columns (no verdicts without them).
 
     Returns:
         ``frontier_table`` (tidy rows, ``kind`` in ``coefficient``, ``contour``,
@@ -227,7 +233,7 @@ def estimate_frontier(
         cells[(cells["frequency"] > 0) & (cells["reliability"] > 0)]
     )
     base = _base_summary(cell_table, excluded, pareto_set, fit_method, level)
-    base["verdicts"] = _robustness(cell_table, params)
+    base["verdicts"] = _robustness(cell_table, params, robustness_table)
     status = _frontier_status(runs)
     if status != "ok":
         logger.warning("pareto: no frontier fitted (%s)", status)
@@ -238,16 +244,20 @@ def estimate_frontier(
     return table, _json_safe(_fitted_summary(base, fits, ci))
 
 
-def _robustness(cell_table: pd.DataFrame, params: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The knob verdicts across thresholds and the formation score, when the cell table has
-    the formation columns (:mod:`~ih_kedro.science.statistics.pareto_robustness`)."""
-    if not any(c.startswith("formed_at_") for c in cell_table.columns):
-        return None
-    table = robustness.robustness_table(
-        cell_table,
-        fit_method=str(params.get("fit_method", "firth")),
-        level=float(params.get("level", 0.95)),
-    )
+def _robustness(
+    cell_table: pd.DataFrame, params: Mapping[str, Any], table: pd.DataFrame | None
+) -> dict[str, Any] | None:
+    """The knob verdicts across thresholds and the formation score from ``table``, or from the
+    cell table's formation columns when ``table`` is None (none without them)
+    (:mod:`~ih_kedro.science.statistics.pareto_robustness`)."""
+    if table is None:
+        if not any(c.startswith("formed_at_") for c in cell_table.columns):
+            return None
+        table = robustness.robustness_table(
+            cell_table,
+            fit_method=str(params.get("fit_method", "firth")),
+            level=float(params.get("level", 0.95)),
+        )
     return robustness.robustness_verdicts(table, float(params.get("decision_threshold", 0.4)))
 
 

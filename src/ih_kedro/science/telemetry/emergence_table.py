@@ -224,6 +224,16 @@ MODEL_LEVEL_METRICS = frozenset({"associative_recall", "repeated_loss_drop"})
 """Metrics scored per model, not per head: ``min_layer`` does not apply to them."""
 
 
+def emergence_min_layer(telemetry: Mapping[str, Any] | None, metric: str, default: int = 1) -> int:
+    """The ``min_layer`` of the telemetry's emergence spec for ``metric``
+    (``telemetry.emergence.metrics``; ``default`` when no spec names it or it sets none): the
+    layers an experiment reading that metric's curve lets compete for the best head."""
+    for spec in ((telemetry or {}).get("emergence") or {}).get("metrics") or []:
+        if spec.get("metric") == metric:
+            return int(spec.get("min_layer", default))
+    return default
+
+
 def validate_min_layers(
     n_layers: int,
     telemetry: Mapping[str, Any] | None,

@@ -53,6 +53,15 @@ def step_column(threshold: float) -> str:
     return f"step_at_{float(threshold):g}"
 
 
+def _within_budget(
+    steps: np.ndarray, curve: np.ndarray, budget: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The finite ``(step, value)`` points at or before ``budget``, sorted by step."""
+    steps, curve = _sorted_finite(steps, curve)
+    inside = steps <= budget
+    return steps[inside], curve[inside]
+
+
 def formation_score(steps: np.ndarray, curve: np.ndarray, budget: float) -> float:
     """The curve's mean over the budget (threshold-free formation measure).
 
@@ -69,9 +78,7 @@ def formation_score(steps: np.ndarray, curve: np.ndarray, budget: float) -> floa
     Raises:
         ValueError: ``budget`` not after the first checkpoint.
     """
-    steps, curve = _sorted_finite(steps, curve)
-    inside = steps <= budget
-    steps, curve = steps[inside], curve[inside]
+    steps, curve = _within_budget(steps, curve, budget)
     if steps.size == 0:
         return math.nan
     if budget <= steps[0]:
@@ -96,9 +103,7 @@ def threshold_outcomes(
     Returns:
         ``{step_column(t): step or NaN, formed_column(t): True | False | None}`` per threshold.
     """
-    steps, curve = _sorted_finite(steps, curve)
-    inside = steps <= budget
-    steps, curve = steps[inside], curve[inside]
+    steps, curve = _within_budget(steps, curve, budget)
     reached_budget = bool(steps.size) and steps[-1] >= budget
     out: dict[str, Any] = {}
     for threshold in thresholds:
