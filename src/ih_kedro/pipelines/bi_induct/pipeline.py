@@ -3,8 +3,11 @@
 The stage pipelines are reused through namespaces (``experiment_stage`` of ``law_fit``): the
 sweep trains natural-only and snippet variants of each model size on the shared corpus
 products; telemetry scores every checkpoint; the experiment's own nodes check matched
-compute, evaluate every checkpoint (perplexity, ICL score, function-vector probes, ablation of
-the top induction heads vs random controls), write the results table and figures, and, when
+compute, evaluate every checkpoint (perplexity, ICL score, copy accuracy, function-vector
+probes, ablation of the top induction heads vs random controls), write the results table and
+figures, reduce every run to one row (``runs_table``), decide the five claims with seeds as the
+unit (``claims``, ``claims_table``), check the final models on snippet probes of several spans
+(``span_probe_table``), draw the ablation drop over training (``load_bearing_plot``), and, when
 ``bi_induct.lm_eval.enabled`` (paper scale), run lm-evaluation-harness benchmarks on every
 run's final checkpoint.
 Datasets are ``bi_induct.<name>``; parameters ``params:bi_induct.<stage>``.
@@ -17,6 +20,13 @@ from kedro.pipeline import Node, Pipeline
 from ih_kedro.pipelines import telemetry, training
 from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, experiment_stage
 
+from .claims_nodes import (
+    build_run_table,
+    build_span_probe_table,
+    decide_bi_induct_claims,
+    log_claims_to_mlflow,
+    plot_load_bearing,
+)
 from .nodes import (
     build_results_table,
     evaluate_lm_eval,
@@ -51,6 +61,16 @@ def evaluation_pipeline() -> Pipeline:
                  name="plot_ablation_over_training"),
             Node(plot_perplexity_gap, ["checkpoint_metrics", "params:evaluation"],
                  "perplexity_gap_plot", name="plot_perplexity_gap"),
+            Node(build_run_table, ["final_evaluations", "compute_table", "checkpoint_metrics",
+                 "emergence_table", "params:evaluation"], "runs_table", name="build_run_table"),
+            Node(decide_bi_induct_claims, ["runs_table", "params:evaluation"],
+                 ["claims", "claims_table"], name="decide_claims"),
+            Node(build_span_probe_table, ["final_evaluations", "sweep_manifest"],
+                 "span_probe_table", name="build_span_probe_table"),
+            Node(plot_load_bearing, ["checkpoint_metrics", "params:evaluation"],
+                 "load_bearing_plot", name="plot_load_bearing"),
+            Node(log_claims_to_mlflow, ["claims", "runs_table"], None,
+                 name="log_claims_to_mlflow"),
             Node(log_bi_induct_to_mlflow, ["results_table", "checkpoint_metrics",
                  "sweep_manifest"], None, name="log_bi_induct_to_mlflow"),
             Node(evaluate_lm_eval, ["compute_table", "sweep_manifest", "tokenizer",

@@ -9,6 +9,9 @@ the packaged task files) on a checkpoint.
 - ``bi_induct``: ``evaluate_checkpoint``, ``make_eval_set``, ``results_table``,
   ``check_matched_compute``, ``matched_compute_table``, ``variant_label``,
   ``runs_with_variants``, ``top_induction_heads``
+- ``bi_induct_runs``: ``run_table``, ``span_probe_scores``, ``span_probe_table``,
+  ``load_bearing_curves``
+- ``in_context_copy``: ``copy_probes``, ``copy_accuracy``
 - ``function_vectors``: ``generate_tasks``, ``build_prompts``, ``encode_prompts``,
   ``prompt_correct``, ``bootstrap_mean_ci``
 - ``lm_eval_adapter``: ``evaluate_checkpoint_tasks``, ``make_lm``, ``run_tasks``,

@@ -5,12 +5,15 @@ At each checkpoint of each run (:func:`evaluate_checkpoint`):
 - held-out **perplexity** and the **ICL score** (loss at a late minus an early token, nats;
   negative means in-context learning) on validation sequences (the MD5 split);
 - **function-vector probe accuracy** at 1 and 10 shots (:mod:`ih_kedro.science.evaluation.function_vectors`);
+- **in-context copy accuracy** on held-out natural text and its chance level
+  (:mod:`ih_kedro.science.evaluation.in_context_copy`), the ICL measure the tiny models can do;
 - the **induction score** of every head (prefix matching on repeated random-token probes) and
   the **anti-induction score** (attention to the token before the previous occurrence, on
   ``S ‖ SEP ‖ reverse(S)`` probes);
 - **causal ablation** of the top induction heads, ``zero`` and ``pattern_preserving``
   (:mod:`ih_kedro.science.telemetry.ablation`), against ``n_controls`` draws of as many random
-  heads per layer: relative drop in ICL benefit (``-icl_score``) and 10-shot probe accuracy.
+  heads per layer: relative drop in copy accuracy, ICL benefit (``-icl_score``) and 10-shot
+  probe accuracy (``ablation_metrics``, default all three).
 
 **Top 2% per layer** (the paper does not define it): in every layer, the
 ``max(1, ceil(0.02 · n_heads))`` heads with the highest induction score; with 4–50 heads per
@@ -42,6 +45,7 @@ from ih_kedro.science.evaluation.function_vectors import (
     generate_tasks,
     prompt_correct,
 )
+from ih_kedro.science.evaluation.in_context_copy import copy_accuracy, copy_probes
 from ih_kedro.science.telemetry.ablation import ablate_heads, all_heads, random_head_control
 from ih_kedro.science.telemetry.probes import snippet_probes
 from ih_kedro.science.telemetry.scores import best_head_samples as _best_head_samples
@@ -54,7 +58,8 @@ from ih_kedro.science.telemetry.scores import (
 
 logger = logging.getLogger(__name__)
 
-ABLATION_METRICS = ("icl", "probe")  # ICL benefit (-icl_score), 10-shot probe accuracy
+ABLATION_METRICS = ("copy", "icl", "probe")
+"""Copy accuracy, ICL benefit (``-icl_score``), 10-shot probe accuracy."""
 NOT_ESTIMABLE = "not estimable"
 SIZE_COLUMNS = ["preset", "batch_size", "context_length", "seed"]
 """The columns of one model size: its variants must train with the same compute."""
@@ -126,7 +131,9 @@ class EvalSet:
     ``validation`` (n, C+1) held-out sequences; ``prompts`` shots -> encoded probe prompts;
     ``repeated`` (n, 2L) repeated random-token probes; ``snippet`` (n, 2l+1) ``S ‖ SEP ‖ S``
     and ``anti`` (n, 2l+1) ``S ‖ SEP ‖ reverse(S)`` probes from the first ``l`` tokens of the
-    same halves, ``l`` the snippet span (the training snippets' ``span_length``).
+    same halves, ``l`` the snippet span (the training snippets' ``span_length``); ``copy``
+    (n_val, 2L') copy probes ``x ‖ x`` of the validation sequences' first ``L'`` tokens
+    (None: no copy accuracy).
     """
 
     validation: np.ndarray
@@ -134,6 +141,7 @@ class EvalSet:
     repeated: torch.Tensor
     anti: torch.Tensor
     snippet: torch.Tensor | None = None
+    copy: torch.Tensor | None = None
 
 
 def make_eval_set(
@@ -144,7 +152,11 @@ def make_eval_set(
     sep_token_id: int,
     options: Mapping[str, Any],
 ) -> EvalSet:
-    """Build the evaluation inputs (deterministic in ``options['seed']``)."""
+    """Build the evaluation inputs (deterministic in ``options['seed']``).
+
+    ``options['copy_length']``: half length ``L'`` of the copy probes (default ``C // 2``;
+    ``0`` turns copy accuracy off).
+    """
     seed = int(options.get("seed", 0))
     tasks = generate_tasks(int(options.get("n_words", 500)), seed=seed)
     prompts = {
@@ -168,24 +180,36 @@ def make_eval_set(
         np.stack([rng.choice(token_pool, size=length, replace=False) for _ in range(n_probes)])
     ).long()  # (n, L)
     spans = halves[:, :span]  # (n, l)
+    copy_length = options.get("copy_length")
+    copy_length = context_length // 2 if copy_length is None else int(copy_length)
+    if copy_length and 2 * copy_length > context_length:
+        raise ValueError(
+            f"bi_induct.evaluation.copy_length: 2 x {copy_length} tokens exceed the context "
+            f"length {context_length}"
+        )
     return EvalSet(
         validation=np.asarray(validation_sequences),
         prompts=prompts,
         repeated=torch.cat([halves, halves], dim=1),  # (n, 2L)
         anti=snippet_probes(spans, int(sep_token_id), reverse=True),  # (n, 2l+1)
         snippet=snippet_probes(spans, int(sep_token_id)),  # (n, 2l+1)
+        copy=copy_probes(validation_sequences, copy_length) if copy_length else None,
     )
 
 
 def item_metrics(
     model: nn.Module, eval_set: EvalSet, shots: Sequence[int] | None = None, batch_size: int = 32
 ) -> dict[str, np.ndarray]:
-    """Per-item values: ``loss`` and ``icl`` (n_val,), ``probe_<k>shot`` (n_prompts,)."""
+    """Per-item values: ``loss`` and ``icl`` (n_val,), ``copy`` and ``copy_first`` (n_val,,
+    when the set has copy probes), ``probe_<k>shot`` (n_prompts,)."""
     losses = loss_by_position(model, eval_set.validation, batch_size=batch_size)  # (n, C)
     out = {
         "loss": losses.mean(1).numpy().astype(float),
         "icl": icl_score(losses).numpy().astype(float),
     }
+    copy = getattr(eval_set, "copy", None)
+    if copy is not None:
+        out.update(copy_accuracy(model, copy, batch_size))
     for k in shots if shots is not None else sorted(eval_set.prompts):
         out[f"probe_{k}shot"] = prompt_correct(model, eval_set.prompts[k], batch_size)
     return out
@@ -223,8 +247,25 @@ def relative_drop(base: np.ndarray, ablated: np.ndarray) -> float:
     return (b - float(np.mean(ablated))) / abs(b) if b != 0 else float("nan")
 
 
-def _ablation_items(values: dict[str, np.ndarray], shots: int) -> dict[str, np.ndarray]:
-    return {"icl": -values["icl"], "probe": values[f"probe_{shots}shot"]}
+def _ablation_items(
+    values: dict[str, np.ndarray], shots: int, metrics: Sequence[str]
+) -> dict[str, np.ndarray]:
+    """The per-item values each ablation metric compares (higher = better)."""
+    sources = {"copy": "copy", "icl": "icl", "probe": f"probe_{shots}shot"}
+    return {m: -values["icl"] if m == "icl" else values[sources[m]] for m in metrics}
+
+
+def _ablation_metrics(eval_set: EvalSet, options: Mapping[str, Any]) -> list[str]:
+    """``ablation_metrics`` (default all of :data:`ABLATION_METRICS`), without ``copy`` when the
+    set has no copy probes."""
+    metrics = list(options.get("ablation_metrics") or ABLATION_METRICS)
+    unknown = sorted(set(metrics) - set(ABLATION_METRICS))
+    if unknown:
+        raise ValueError(
+            f"bi_induct.evaluation.ablation_metrics: {unknown} are not in {ABLATION_METRICS}"
+        )
+    has_copy = getattr(eval_set, "copy", None) is not None
+    return [m for m in metrics if m != "copy" or has_copy]
 
 
 def evaluate_checkpoint(
@@ -233,15 +274,23 @@ def evaluate_checkpoint(
     """Everything measured at one checkpoint (per-item arrays; see the module docstring).
 
     Options: ``top_fraction`` (0.02), ``ablation_modes`` (zero, pattern_preserving),
-    ``n_controls`` (3), ``control_seed`` (0), ``ablation_shots`` (10), ``batch_size`` (32),
-    ``min_layer`` (1).
+    ``ablation_metrics`` (copy, icl, probe), ``ablation_min_layer`` (0: the top heads of every
+    layer), ``n_controls`` (3), ``control_seed`` (0), ``ablation_shots`` (10), ``batch_size``
+    (32), ``min_layer`` (1).
     """
     batch_size = int(options.get("batch_size", 32))
     shots = int(options.get("ablation_shots", 10))
+    metrics = _ablation_metrics(eval_set, options)
+    ablated_shots = [shots] if "probe" in metrics else []
     base = item_metrics(model, eval_set, batch_size=batch_size)
     scores = head_scores(model, eval_set, batch_size)
     induction_mean = torch.nanmean(scores["induction"].float(), 0)  # (layers, heads)
     heads = top_induction_heads(induction_mean, float(options.get("top_fraction", 0.02)))
+    # Only layers that can hold an induction head (``ablation_min_layer``, default 0): layer 0
+    # has no earlier previous-token head to compose with, and a random control drawn there can
+    # hit the circuit's previous-token head and mask a real effect (tests: planted model).
+    first = int(options.get("ablation_min_layer", 0))
+    heads = [h for h in heads if h[0] >= first] or heads
     result: dict[str, Any] = {
         "items": base,
         "induction_best": best_head_samples(scores["induction"], int(options.get("min_layer", 1))),
@@ -271,19 +320,19 @@ def evaluate_checkpoint(
     ]  # fmt: skip
     for mode in options.get("ablation_modes", ("zero", "pattern_preserving")):
         with ablate_heads(model, heads, mode=mode):
-            target = item_metrics(model, eval_set, shots=[shots], batch_size=batch_size)
+            target = item_metrics(model, eval_set, shots=ablated_shots, batch_size=batch_size)
         control_items = []
         for control in controls:
             with ablate_heads(model, control, mode=mode):
                 control_items.append(
-                    item_metrics(model, eval_set, shots=[shots], batch_size=batch_size)
+                    item_metrics(model, eval_set, shots=ablated_shots, batch_size=batch_size)
                 )
         result["ablation"][mode] = {
-            "target": _ablation_items(target, shots),
-            "controls": [_ablation_items(c, shots) for c in control_items],
+            "target": _ablation_items(target, shots, metrics),
+            "controls": [_ablation_items(c, shots, metrics) for c in control_items],
             "control_heads": controls,
         }
-    result["ablation_base"] = _ablation_items(base, shots)
+    result["ablation_base"] = _ablation_items(base, shots, metrics)
     return result
 
 
@@ -309,11 +358,14 @@ def checkpoint_summary(result: Mapping[str, Any]) -> dict[str, float]:
     }
     if "snippet_induction_best" in result:
         out["snippet_induction_score"] = float(np.nanmean(result["snippet_induction_best"]))
+    if "copy" in items:
+        out["copy_accuracy"] = float(np.mean(items["copy"]))
+        out["copy_chance"] = float(np.mean(items["copy_first"]))
     for key, values in items.items():
         if key.startswith("probe_"):
             out[f"probe_accuracy_{key.removeprefix('probe_')}"] = float(np.mean(values))
     for mode in result["ablation"]:
-        for metric in ABLATION_METRICS:
+        for metric in result["ablation_base"]:
             drops = ablation_drops(result, mode, metric)
             for kind, value in drops.items():
                 out[f"ablation_{kind}_{metric}_{mode}"] = value
@@ -341,7 +393,11 @@ SIGNATURES = ("induction_best", "anti_induction_best", "snippet_induction_best")
 
 
 def _metric_stats(
-    shots: Sequence[int], modes: Sequence[str], signatures: Sequence[str] = SIGNATURES[:2]
+    shots: Sequence[int],
+    modes: Sequence[str],
+    signatures: Sequence[str] = SIGNATURES[:2],
+    ablation_metrics: Sequence[str] = ABLATION_METRICS[1:],
+    copy: bool = False,
 ) -> dict[str, tuple]:
     """metric -> (item-count getter, per-run statistic(result, idx))."""
 
@@ -359,6 +415,9 @@ def _metric_stats(
     for k in shots:
         stats[f"probe_accuracy_{k}shot"] = (n_of(f"probe_{k}shot"), mean_of(f"probe_{k}shot"))
     stats["icl_score"] = (n_of("icl"), mean_of("icl"))
+    if copy:
+        stats["copy_accuracy"] = (n_of("copy"), mean_of("copy"))
+        stats["copy_chance"] = (n_of("copy_first"), mean_of("copy_first"))
 
     def perplexity(result, idx):
         loss = result["items"]["loss"]
@@ -373,7 +432,7 @@ def _metric_stats(
 
         stats[key.replace("_best", "_score")] = (lambda r, key=key: len(r[key]), signature)
     for mode in modes:
-        for metric in ABLATION_METRICS:
+        for metric in ablation_metrics:
             for kind in ("drop", "control", "excess"):
 
                 def ablation(result, idx, mode=mode, metric=metric, kind=kind):
@@ -421,7 +480,10 @@ def results_table(
     shots = [int(k) for k in options.get("shots", (1, 10))]
     modes = list(options.get("ablation_modes", ("zero", "pattern_preserving")))
     signatures = [key for key in SIGNATURES if all(key in f for f in finals.values())]
-    stats = _metric_stats(shots, modes, signatures)
+    ablation_metrics = [m for m in ABLATION_METRICS
+                        if all(m in f["ablation_base"] for f in finals.values())]  # fmt: skip
+    copy = bool(finals) and all("copy" in f["items"] for f in finals.values())
+    stats = _metric_stats(shots, modes, signatures, ablation_metrics, copy)
     runs = runs[runs["run_name"].isin(list(finals))]
     rows = []
     groups = {key: g for key, g in runs.groupby(["preset", "variant"], sort=True)}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -155,6 +156,27 @@ def _preserved_rng() -> Iterator[None]:
             np.random.set_state(numpy_state)  # noqa: NPY002
 
 
+@contextmanager
+def _serial_bootstrap() -> Iterator[None]:
+    """lm-eval's bootstrap standard errors (perplexity, ...) without its process pool.
+
+    ``lm_eval.api.metrics.bootstrap_stderr`` forks ``multiprocessing.Pool(cpu_count())`` unless
+    ``DISABLE_MULTIPROC`` is set. Forked from a process that already runs torch's and Kedro's
+    threads, a worker could stay blocked on the pool's queue lock after ``Pool.terminate``
+    (measured: ``kedro run --pipeline=bi_induct`` hung there, the parent in ``Pool.join``), and a
+    few thousand resamples of a mean cost milliseconds serially. The variable is restored after.
+    """
+    previous = os.environ.get("DISABLE_MULTIPROC")
+    os.environ["DISABLE_MULTIPROC"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("DISABLE_MULTIPROC", None)
+        else:
+            os.environ["DISABLE_MULTIPROC"] = previous
+
+
 def run_tasks(
     lm: Any,
     tasks: Sequence[str],
@@ -195,7 +217,7 @@ def run_tasks(
     if unknown:
         raise ValueError(f"lm_eval.tasks: unknown {unknown}; the include paths {paths} define "
                          f"{sorted(manager.all_tasks)}")  # fmt: skip
-    with _preserved_rng(), _quiet_lm_eval():
+    with _preserved_rng(), _quiet_lm_eval(), _serial_bootstrap():
         return simple_evaluate(
             model=lm, tasks=list(tasks), num_fewshot=num_fewshot, limit=limit,
             task_manager=manager, bootstrap_iters=int(bootstrap_iters), log_samples=log_samples,

@@ -24,6 +24,8 @@ the pipelines publish.
 - ``pareto_robustness``: ``robustness_table``, ``robustness_verdicts``, ``threshold_fit``,
   ``formation_score_fit``, ``RULES``
 - ``pareto_summary``: ``estimate_frontier``, ``TABLE_COLUMNS``
+- ``bi_induct_claims``: ``decide_claims``, ``claims_table``, ``directional_verdict``,
+  ``equivalence_verdict``, ``bound_verdict``
 - ``paired_seeds``: ``paired_difference``, ``PairedDifference``, ``judge_pair``,
   ``mean_interval``, ``equivalence``, ``PAIRED_RULE``
 - ``markov_verdicts``: ``condition_table``, ``judge_claims``, ``threshold_robustness_table``,
@@ -37,5 +39,5 @@ the pipelines publish.
 - ``plots.markov``: ``plot_processes``, ``plot_conditions``, ``plot_paired_comparisons``
 - ``plots.telemetry``: ``plot_prefix_matching_over_training``, ``plot_head_heatmaps``
 - ``plots.bi_induct``: ``plot_signatures``, ``plot_ablation_over_training``,
-  ``plot_perplexity_gap``
+  ``plot_perplexity_gap``, ``plot_load_bearing``
 """

@@ -237,3 +237,76 @@ def test_a_span_range_draws_each_snippets_span_and_keeps_the_format(stream) -> N
     assert np.array_equal(fixed.tokens.numpy(), same.tokens.numpy())
     assert expected_snippet_tokens(10, 64, 63, options) == round(13 * sum(
         snippet_count(s, 64, 64, {**options, "total_steps": 10}) for s in range(10)))  # fmt: skip
+
+
+def _snippet_starts(row: np.ndarray, mask: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, span)`` of every snippet in one row (runs of the mask read snippet by snippet)."""
+    out = []
+    positions = np.flatnonzero(mask)
+    i = 0
+    while i < positions.size:
+        sep_at = int(np.flatnonzero(row[positions[i:]] == SEP)[0])
+        out.append((int(positions[i]), sep_at))
+        i += 2 * sep_at + 1
+    return out
+
+
+def test_a_span_range_places_each_snippet_anywhere_in_its_slot(stream) -> None:
+    """One slot of 2 x 15 + 1 = 31 tokens per window of 33: the grid shift alone puts every
+    snippet's start at 0-2; a shorter snippet must start anywhere in the slot's free room
+    (uniform on [0, 2 (15 - s)] plus the shift), so its position is not fixed either."""
+    options = _options(span_length=[4, 15], mix_ratio=0.6)
+    starts: dict[int, list[int]] = {}
+    for step in range(8):
+        batch = sample_batch(stream, 64, 32, 3, step, data_variant=VARIANT,
+                             variant_options=options)  # fmt: skip
+        for row, mask in zip(batch.tokens.numpy(), batch.copied, strict=True):
+            for start, span in _snippet_starts(row, mask):
+                assert start + 2 * span + 1 <= 33  # the snippet stays inside its window
+                assert row[start + span] == SEP
+                starts.setdefault(span, []).append(start)
+    short = [s for span in (4, 5) for s in starts[span]]
+    # Room for a 4-token span: starts 0..24 (+ shift 0..2); drawn uniformly, the 2.5 % and
+    # 97.5 % quantiles of ~100 draws lie far from the grid's 0..2.
+    assert max(short) >= 18 and min(short) <= 3 and len(set(short)) >= 15
+    assert max(starts[15]) <= 2  # the longest span fills the slot: only the grid shift moves it
+
+
+def test_a_base_variant_runs_first_and_the_snippets_overwrite_it(stream) -> None:
+    """``base: fixed_rate_copies``: the snippet arm's batch equals the base arm's batch of the same
+    (seed, step) everywhere the snippets did not write, and the mask is the union of both."""
+    base_options = {"tokens_per_event": 16, "span_min": 4, "span_max": 8}
+    options = _options(span_length=[4, 12], base="fixed_rate_copies", base_options=base_options)
+    for step in (0, 40):
+        base = sample_batch(stream, 32, 64, 5, step, data_variant="fixed_rate_copies",
+                            variant_options=base_options)  # fmt: skip
+        arm = sample_batch(stream, 32, 64, 5, step, data_variant=VARIANT, variant_options=options)
+        base_tokens, arm_tokens = base.tokens.numpy(), arm.tokens.numpy()
+        n = snippet_count(step, 32, 65, options)
+        assert int((arm_tokens == SEP).sum()) == n > 0
+        # Outside what either wrote, the arm's windows are the base arm's windows.
+        assert np.array_equal(arm_tokens[~arm.copied], base_tokens[~arm.copied])
+        assert not (base.copied & ~arm.copied).any()  # the base's copies stay marked
+        snippet_only = arm.copied & ~base.copied
+        assert snippet_only.any() and (arm_tokens != base_tokens).sum() > 0
+        assert not ((arm_tokens != base_tokens) & ~arm.copied).any()
+    # Past the anneal horizon no snippet is left: the arm's batch is the base arm's, exactly.
+    late = sample_batch(stream, 32, 64, 5, 100, data_variant=VARIANT, variant_options=options)
+    base = sample_batch(stream, 32, 64, 5, 100, data_variant="fixed_rate_copies",
+                        variant_options=base_options)  # fmt: skip
+    assert np.array_equal(late.tokens.numpy(), base.tokens.numpy())
+    assert np.array_equal(late.copied, base.copied) and base.copied.any()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"base": "no_such_variant"}, "unknown data variant 'no_such_variant'"),
+        ({"base": VARIANT}, "base: snippets cannot be their own base"),
+        ({"base": "fixed_rate_copies", "base_options": {"span_min": 4, "span_max": 40}},
+         "fixed_rate_copies: up to"),
+    ],
+)  # fmt: skip
+def test_an_impossible_base_fails_before_training(extra, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        check_snippet_options(_options(**extra), 64)

@@ -22,7 +22,15 @@ whole run). The batch of ``B`` windows of ``W = C + 1`` tokens gets exactly
 ``(min + max) / 2``), i.e. ``n · (2L + 1)`` replaced tokens for a fixed span (in expectation
 for a range). Each window has ``floor(W / (2L_max + 1))`` slots on a grid shifted by a random
 offset per window; the ``n`` snippets take ``n`` slots drawn without replacement over the whole
-batch, each at the start of its slot.
+batch. A fixed-span snippet fills its slot; with a span range a shorter snippet starts at a
+uniformly drawn offset inside its slot, so neither its span nor its position in the window is
+fixed.
+
+**A base other than natural text** (``base``, default ``natural``): the name of another data
+variant (e.g. ``fixed_rate_copies``) applied to the windows first with ``base_options``, then
+the snippets are written over it. The base's draws come first from the same generator, so a
+snippet arm and the base arm of one seed share the same base stream (natural windows and base
+edits), and only the snippets differ. The returned mask is the union of both.
 
 Everything is drawn from the (seed, step) generator of
 :func:`ih_kedro.science.data.batches.sample_batch`, so a resumed run sees the same snippets.
@@ -36,12 +44,17 @@ from typing import Any
 
 import numpy as np
 
-from ih_kedro.science.data.variants.registry import register_variant
+from ih_kedro.science.data.variants.registry import (
+    VARIANT_CHECKS,
+    lookup_variant,
+    register_variant,
+)
 
 VARIANT = "bi_induct_snippets"
 DIRECTIONS = ("induction", "anti_induction", "balanced")
 SEP_TOKEN = "<|sep|>"
 DEFAULTS: dict[str, Any] = {
+    "base": "natural",
     "direction": "induction",
     "span_length": 20,
     "mix_ratio": 0.5,
@@ -110,6 +123,13 @@ def check_snippet_options(options: Mapping[str, Any], context_length: int) -> No
             f"{where}.span_length: must be a positive integer or a [min, max] pair of them "
             f"with min <= max, got {span!r}"
         )
+    base = str(_option(options, "base"))
+    if base == VARIANT:
+        raise ValueError(f"{where}.base: snippets cannot be their own base; name another variant")
+    base_check = VARIANT_CHECKS.get(base)
+    lookup_variant(base)  # an unknown base fails here, listing the variants
+    if base_check is not None:
+        base_check(options.get("base_options") or {}, context_length)
     sep = options.get("sep_token_id")
     if not isinstance(sep, int | np.integer) or sep < 0:
         raise ValueError(
@@ -148,6 +168,9 @@ def _snippets(
             "training.variant_options.bi_induct_snippets.total_steps: the run's step budget is "
             "needed for the annealed mix ratio (train_run adds it)"
         )
+    base = str(_option(options, "base"))
+    # The base's draws come first, so the base stream is the base arm's own (module docstring).
+    written = lookup_variant(base)(windows, rng, options.get("base_options") or {}, step)
     batch, width = windows.shape
     shortest, span = span_bounds(options)
     sep = int(options["sep_token_id"])
@@ -191,10 +214,12 @@ def _snippets(
     inside = j < 2 * own + 1  # (n, 2L_max+1) the snippet's own tokens
     rows = chosen // slots  # (n,)
     starts = shift[rows] + (chosen % slots) * length  # (n,)
+    if shortest < span:  # a shorter snippet anywhere inside its slot (fixed spans: no draw)
+        starts = starts + (rng.random(n) * (length - 2 * lengths)).astype(np.int64)  # (n,)
     positions = starts[:, None] + np.arange(length)[None, :]  # (n, 2L_max+1)
     row_index = np.broadcast_to(rows[:, None], positions.shape)
     windows[row_index[inside], positions[inside]] = snippet[inside]
-    written = np.zeros(windows.shape, dtype=bool)  # (B, W)
+    written = np.asarray(written, dtype=bool).copy()  # (B, W) the base's edits
     written[row_index[inside], positions[inside]] = True
     return written
 

@@ -105,3 +105,42 @@ def plot_perplexity_gap(checkpoint_metrics: pd.DataFrame, baseline: str) -> plt.
     training, per variant; a preset without the baseline gets no lines."""
     return _curves(checkpoint_metrics, ["perplexity"], f"perplexity - {baseline}",
                    reference=baseline)  # fmt: skip
+
+
+def plot_load_bearing(curves: pd.DataFrame, base_arm: str | None = None) -> plt.Figure:
+    """When the top heads become load-bearing: the ablation's relative drop of copy accuracy at
+    every checkpoint, per arm, mean over seeds with the seeds' range as a band.
+
+    ``curves``: ``variant, seed, step, excess, drop, control`` (one row per run and checkpoint,
+    :func:`ih_kedro.science.evaluation.bi_induct_runs.load_bearing_curves`). Left: the excess
+    drop (top-2 % heads minus the mean of the random-head controls); right: the top heads' drop
+    (solid) and the controls' (dashed). ``base_arm`` is drawn in black.
+    """
+    if curves.empty or curves["excess"].isna().all():
+        return _empty("no ablation over training (no copy-accuracy ablation recorded)")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    arms = sorted(curves["variant"].unique(), key=lambda a: (a != base_arm, a))
+    for i, arm in enumerate(arms):
+        colour = "black" if arm == base_arm else colours[i % len(colours)]
+        part = curves[curves["variant"] == arm]
+        stats = part.groupby("step")[["excess", "drop", "control"]]
+        mean, low, high = stats.mean(), stats.min(), stats.max()
+        n_seeds = part["seed"].nunique()
+        left.plot(mean.index, mean["excess"], color=colour, marker=".",
+                  label=f"{arm} ({n_seeds} seeds)")  # fmt: skip
+        left.fill_between(mean.index, low["excess"], high["excess"], color=colour, alpha=0.18)
+        right.plot(mean.index, mean["drop"], color=colour, marker=".", label=f"{arm}: top heads")
+        right.fill_between(mean.index, low["drop"], high["drop"], color=colour, alpha=0.12)
+        right.plot(mean.index, mean["control"], color=colour, ls="--", label=f"{arm}: random")
+    for ax in (left, right):
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.set_xlabel("training step")
+    left.set_ylabel("excess relative drop of copy accuracy")
+    left.set_title("top-2% heads minus random heads (band: seed range)", fontsize=9)
+    right.set_ylabel("relative drop of copy accuracy")
+    right.set_title("ablated: top-2% heads (solid), random heads (dashed)", fontsize=9)
+    left.legend(fontsize=7)
+    right.legend(fontsize=6, ncol=2)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,116 @@
+"""Thin Kedro nodes: the per-run table, the five claims, the span-probe check, load-bearing-ness.
+
+The science is in ``ih_kedro.science.evaluation.bi_induct_runs`` (per-run numbers) and
+``ih_kedro.science.statistics.bi_induct_claims`` (the rules); no file I/O here.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ih_kedro.science.evaluation.bi_induct import runs_with_variants
+from ih_kedro.science.evaluation.bi_induct_runs import (
+    load_bearing_curves,
+    run_table,
+    span_probe_table,
+)
+from ih_kedro.science.statistics.bi_induct_claims import claims_table, decide_claims
+from ih_kedro.science.statistics.plots import bi_induct as bi_induct_plots
+
+logger = logging.getLogger(__name__)
+
+VERDICT_CODES = {"contradicted": -1.0, "undecided": 0.0, "supported": 1.0}
+"""MLflow metrics are numbers: a verdict is logged as -1 / 0 / +1 (and as a tag in words)."""
+
+
+def build_run_table(
+    final_evaluations: dict[str, dict[str, Any]],
+    compute_table: pd.DataFrame,
+    checkpoint_metrics: pd.DataFrame,
+    emergence_table: pd.DataFrame,
+    params: dict[str, Any],
+) -> pd.DataFrame:
+    """One row per (arm, seed): what the claims compare (``bi_induct_runs.run_table``)."""
+    table = run_table(final_evaluations, compute_table, checkpoint_metrics, emergence_table,
+                      params.get("results", {}))  # fmt: skip
+    base = str(params.get("claims", {}).get("base_arm", "repetition_enriched"))
+    unformed = table[(table["variant"] == base) & ~table["heads_formed"].astype(bool)]
+    if len(unformed):
+        logger.warning("bi_induct: the base arm %s formed no induction head in seeds %s",
+                       base, sorted(unformed["seed"]))  # fmt: skip
+    return table
+
+
+def decide_bi_induct_claims(
+    runs_table: pd.DataFrame, params: dict[str, Any]
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The five claims (``claims.json``) and their one-row-per-(claim, arm) table."""
+    decided = decide_claims(runs_table, params.get("claims"))
+    for claim in decided["claims"]:
+        logger.info("bi_induct claim %s (%s): %s - %s", claim["id"], claim["arm"],
+                    claim["verdict"], claim["reason"])  # fmt: skip
+    return _json_safe(decided), claims_table(decided)
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN -> None, recursively (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def build_span_probe_table(
+    final_evaluations: dict[str, dict[str, Any]], sweep_manifest: pd.DataFrame
+) -> pd.DataFrame:
+    """Final models on snippet probes of several spans and on repeated random tokens."""
+    return span_probe_table(final_evaluations, runs_with_variants(sweep_manifest))
+
+
+def plot_load_bearing(checkpoint_metrics: pd.DataFrame, params: dict[str, Any]) -> Figure:
+    """The ablation drop of copy accuracy (top-2 % vs random heads) over training per arm."""
+    results = params.get("results", {})
+    curves = load_bearing_curves(checkpoint_metrics, "copy",
+                                 str(results.get("load_bearing_mode", "zero")))  # fmt: skip
+    base = str(params.get("claims", {}).get("base_arm", "repetition_enriched"))
+    return bi_induct_plots.plot_load_bearing(curves, base)
+
+
+def log_claims_to_mlflow(claims: dict[str, Any], runs_table: pd.DataFrame) -> None:
+    """Each claim's verdict (metric -1/0/+1 and tag), estimate and CI into the active run:
+    ``bi_induct/claims/<claim>/<arm>/{verdict,estimate,ci_low,ci_high}``; the load-bearing step
+    per run into the same run as ``bi_induct/load_bearing_step/<run>``."""
+    import mlflow
+
+    started = mlflow.active_run() is None
+    if started:
+        mlflow.start_run(run_name="bi_induct")
+    try:
+        metrics: dict[str, float] = {}
+        for claim in claims["claims"]:
+            for entry in [claim, *claim.get("other_arms", {}).values()]:
+                key = f"bi_induct/claims/{claim['id']}/{entry['arm']}"
+                mlflow.set_tag(key, entry["verdict"])
+                metrics[f"{key}/verdict"] = VERDICT_CODES[entry["verdict"]]
+                numbers = entry.get("difference") or entry
+                for name in ("mean", "ci_low", "ci_high"):
+                    value = numbers.get(name)
+                    if value is not None and math.isfinite(float(value)):
+                        metrics[f"{key}/{'estimate' if name == 'mean' else name}"] = float(value)
+        for row in runs_table.itertuples(index=False):
+            if math.isfinite(float(row.load_bearing_step)):
+                metrics[f"bi_induct/load_bearing_step/{row.run_name}"] = float(
+                    row.load_bearing_step
+                )
+        mlflow.log_metrics(metrics)
+    finally:
+        if started:
+            mlflow.end_run()
