@@ -624,3 +624,26 @@ def test_evaluate_lm_eval_errors(recorder: Recorder) -> None:
     with pytest.raises(ValueError) as error:
         evaluate_lm_eval(manifest, manifest, None, {"enabled": True, "tasks": []})
     assert str(error.value) == "run p_B2_C8_natural_s0: no checkpoints under empty"
+
+
+def test_claims_node_writes_json_safe_claims_and_the_table() -> None:
+    """One seed per arm: no interval anywhere, so every paired claim is undecided and its CI is
+    None in the JSON (never NaN, which JSON cannot hold)."""
+    import json
+
+    from ih_kedro.pipelines.bi_induct.claims_nodes import decide_bi_induct_claims
+
+    runs = pd.DataFrame({
+        "variant": ["repetition_enriched", "induction", "anti_induction"], "seed": 0,
+        "emergence_step": [900.0, 700.0, 1000.0], "emergence_censored": False,
+        "copy_accuracy": [0.6, 0.6, 0.5], "copy_gain": [0.5, 0.5, 0.4],
+        "anti_induction_score": [0.02, 0.02, 0.03], "heads_formed": True,
+        "loss": [4.0, 4.1, 4.2], "ablation_excess_copy_zero": [0.5, 0.4, 0.3],
+    })  # fmt: skip
+    claims, table = decide_bi_induct_claims(runs, {"claims": {}})
+    text = json.dumps(claims, allow_nan=False)  # raises on a NaN
+    assert json.loads(text)["claims"][0]["difference"]["ci_low"] is None
+    assert [c["verdict"] for c in claims["claims"]] == ["undecided"] * 5
+    assert claims["claims"][0]["difference"]["differences"] == [-200.0]
+    assert list(table["arm"]) == ["induction", "anti_induction"] * 2 + ["anti_induction"] + [
+        "induction", "anti_induction"] * 2  # fmt: skip

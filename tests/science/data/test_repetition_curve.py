@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ih_kedro.science.data.repetition_curve import (
+    growth_exponent,
     iid_uniform_share,
     induction_predictable,
     log_spaced_lengths,
@@ -93,3 +95,69 @@ def test_log_spaced_lengths():
     assert log_spaced_lengths(16, 16, 3) == [16]
     with pytest.raises(ValueError, match="need 2 <= low <= high"):
         log_spaced_lengths(1, 16, 3)
+
+
+def _curve(lengths, shares):
+    return pd.DataFrame({"context_length": lengths, "share": shares})
+
+
+def test_growth_exponent_recovers_a_power_law():
+    # share = 0.05 (C / 16)^0.4 inside [16, 256]; the rows outside break the law and, unsorted,
+    # check that the range and the order come from context_length.
+    inside = [256, 16, 64, 32, 128]
+    curve = _curve([1024, *inside, 8], [0.9, *[0.05 * (c / 16) ** 0.4 for c in inside], 0.0])
+    fit = growth_exponent(curve, 16, 256)
+    assert fit["exponent"] == pytest.approx(0.4, abs=1e-12)
+    assert fit["ci_low"] <= 0.4 + 1e-12 and fit["ci_high"] >= 0.4 - 1e-12
+    assert fit["ci_high"] - fit["ci_low"] < 1e-9  # an exact law: no residual spread
+    assert fit["n_points"] == 5
+    assert (fit["min_context"], fit["max_context"]) == (16, 256)
+    # 0.05 * 16^0.4 = 0.05 * 2^1.6 = 0.151572...
+    assert fit["share_at_min"] == pytest.approx(0.05)
+    assert fit["share_at_max"] == pytest.approx(0.05 * 2**1.6)
+    # Log noise +e, -e, +e, -e, +e (e = 0.05) is even about the middle C while log C - mean is
+    # odd, so the slope stays 0.4; residuals 0.04 (x3), -0.06 (x2): SSR 0.012, s^2 = 0.012 / 3,
+    # Sxx = 10 ln^2 2, se = sqrt(0.004 / 10) / ln 2 = 0.02 / ln 2; t(0.975, 3) = 3.182446.
+    lengths = [16, 32, 64, 128, 256]
+    noise = np.exp([0.05, -0.05, 0.05, -0.05, 0.05])
+    noisy = growth_exponent(
+        _curve(lengths, 0.05 * (np.array(lengths) / 16) ** 0.4 * noise), 16, 256
+    )
+    half = 3.182446305284263 * 0.02 / math.log(2)
+    assert noisy["exponent"] == pytest.approx(0.4)
+    assert (noisy["ci_low"], noisy["ci_high"]) == pytest.approx((0.4 - half, 0.4 + half))
+
+
+def test_growth_exponent_t_interval_by_hand():
+    # C = 16, 32, 64 and shares 2^-6, 2^-4, 2^-4: in units of ln 2, x - mean(x) = -1, 0, 1 and
+    # y = -6, -4, -4, so the slope is (-4 + 6) / 2 = 1 and the residuals -1/3, 2/3, -1/3:
+    # s^2 = (6/9) ln^2 2 / (3 - 2) over Sxx = 2 ln^2 2 gives se^2 = 1/3.
+    fit = growth_exponent(_curve([16, 32, 64], [2**-6, 2**-4, 2**-4]), 16, 64, level=0.95)
+    half = 12.706204736174703 / math.sqrt(3)  # t(0.975, 1) * se
+    assert fit["exponent"] == pytest.approx(1.0)
+    assert (fit["ci_low"], fit["ci_high"]) == pytest.approx((1 - half, 1 + half))
+    assert fit["n_points"] == 3
+    # KJV's two ends (docs: 0.016 at C = 16, 0.164 at C = 1024): two points, slope
+    # ln(10.25) / ln(64) = 2.32728 / 4.15888 = 0.55959, no interval.
+    two = growth_exponent(_curve([16, 1024], [0.016, 0.164]), 1, 4096)
+    assert two["exponent"] == pytest.approx(math.log(0.164 / 0.016) / math.log(64))
+    assert two["exponent"] == pytest.approx(0.55959, abs=1e-5)
+    assert math.isnan(two["ci_low"]) and math.isnan(two["ci_high"])
+    assert (two["min_context"], two["max_context"], two["n_points"]) == (16, 1024, 2)
+
+
+def test_growth_exponent_refuses_what_has_no_slope():
+    curve = _curve([16, 32, 64], [0.02, 0.0, 0.05])
+    zero = (
+        r"curve rows with 16 <= context_length <= 64: share must be positive to take its log, "
+        r"got 0\.0 at context_length 32"
+    )
+    with pytest.raises(ValueError, match=zero):
+        growth_exponent(curve, 16, 64)
+    with pytest.raises(ValueError, match=r"got nan at context_length 32"):
+        growth_exponent(_curve([16, 32], [0.02, math.nan]), 16, 64)
+    # One point in range (the zero share at 32 lies outside it).
+    with pytest.raises(ValueError, match=r"<= context_length <= 20: need at least 2 distinct"):
+        growth_exponent(curve, 10, 20)
+    with pytest.raises(ValueError, match="need at least 2 distinct context lengths.*got 2 rows"):
+        growth_exponent(_curve([32, 32], [0.1, 0.2]), 16, 64)

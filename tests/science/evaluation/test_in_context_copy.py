@@ -63,7 +63,9 @@ def test_an_induction_rule_copies_the_second_copy_only() -> None:
     assert result["copy_first"].tolist() == [0.0, 0.0]  # distinct tokens: nothing to copy
 
 
-@pytest.mark.parametrize(("length", "message"), [(1, "length must be in"), (6, "length must be in")])
+@pytest.mark.parametrize(
+    ("length", "message"), [(1, "length must be in"), (6, "length must be in")]
+)
 def test_impossible_lengths_fail_with_the_range(length, message) -> None:
     with pytest.raises(ValueError, match=message):
         copy_probes(np.zeros((2, 5), dtype=int), length)

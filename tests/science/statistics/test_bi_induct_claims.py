@@ -135,7 +135,7 @@ def test_unformed_heads_make_the_ablation_claim_not_estimable() -> None:
 
 
 def test_copy_accuracy_at_chance_for_the_base_leaves_claim_2_undecided() -> None:
-    runs = _runs(repetition_enriched={"copy_gain": [0.01, -0.02, 0.0]})
+    runs = _runs(repetition_enriched={"copy_gain": [0.2, -0.1, 0.0]})  # mean > 0, CI includes 0
     entry = _claim(decide_claims(runs), "icl_not_improved")
     assert entry["verdict"] == "undecided" and "not above its chance level" in entry["reason"]
 

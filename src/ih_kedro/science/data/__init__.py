@@ -21,14 +21,14 @@ Markov sequences). Nothing here knows of models or training.
   ``write_packed_tokens``, ``read_packed_tokens``
 - ``packed``: ``PackedTokens``, ``ShardedTokenArray``
 - ``repetition_curve``: ``repetition_curve``, ``predictable_share``, ``induction_predictable``,
-  ``iid_uniform_share``, ``log_spaced_lengths``
+  ``iid_uniform_share``, ``log_spaced_lengths``, ``growth_exponent``
 - ``vocabulary``: ``frequent_token_pool``, ``compact_vocabulary``, ``relabel``,
   ``CompactVocabulary``
 - ``batches``: ``sample_batch``, ``batch_rng``, ``Batch``
 - ``variants.registry``: ``register_variant``, ``lookup_variant``, ``load_variant_providers``,
   ``DATA_VARIANTS``, ``VARIANT_PROVIDERS``
 - ``variants.copies``: ``natural``, ``copy_spans``, ``fixed_rate_copies``,
-  ``expected_copy_events``, ``count_copy_events``
+  ``expected_copy_events``, ``count_copy_events``, ``effective_tokens_per_event``
 - ``variants.snippets``: ``mix_ratio``, ``snippet_count``, ``check_snippet_options``
 - ``variants.bigram_model``: ``BigramModel``, ``estimate_bigram_model``
 - ``variants.repetition``: ``generate_repetition_sequences``, ``transition_cdf``

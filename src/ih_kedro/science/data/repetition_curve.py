@@ -13,6 +13,10 @@ Closed form for i.i.d. uniform tokens over ``V`` types (:func:`iid_uniform_share
 ``t`` is predictable with probability ``(1 - (1 - 1/V)^(t-1)) / V`` (the predecessor occurred
 among the ``t - 1`` earlier positions, and the independent next token matches with ``1/V``).
 
+Over a range of C the share grows about as a power law, ``share ∝ C^g``; :func:`growth_exponent`
+fits ``g`` (least squares of log share on log C, with a t interval on the slope), the exponent
+the ``density_exponent`` option of ``fixed_rate_copies`` takes to grow copies as the corpus does.
+
 Plain numpy/pandas; no Kedro imports.
 """
 
@@ -107,7 +111,68 @@ def log_spaced_lengths(low: int, high: int, n: int) -> list[int]:
     return sorted({int(round(c)) for c in np.geomspace(low, high, n)})
 
 
+def growth_exponent(
+    curve: pd.DataFrame, min_context: int, max_context: int, level: float = 0.95
+) -> dict:
+    """The slope ``g`` of log(share) on log(context_length): ``share ∝ C^g`` over a range of C.
+
+    Args:
+        curve: a :func:`repetition_curve` table (columns ``context_length``, ``share``).
+        min_context, max_context: the inclusive range of context lengths (tokens) fitted.
+        level: the t interval's confidence level.
+
+    Returns:
+        ``exponent`` (the least-squares slope, dimensionless), ``ci_low`` / ``ci_high`` (its
+        Student-t interval on ``n - 2`` degrees of freedom; NaN with fewer than 3 points),
+        ``n_points``, ``min_context`` / ``max_context`` (the smallest and largest context
+        length fitted, tokens) and ``share_at_min`` / ``share_at_max`` (the curve's share there).
+
+    Raises:
+        ValueError: fewer than 2 distinct context lengths in range, or a share in range that is
+            not positive and finite (no logarithm).
+    """
+    lengths = curve["context_length"].to_numpy(dtype=float)  # (n_rows,)
+    in_range = (lengths >= min_context) & (lengths <= max_context)  # (n_rows,)
+    rows = curve.loc[in_range].sort_values("context_length")
+    context = rows["context_length"].to_numpy(dtype=float)  # (n,)
+    share = rows["share"].to_numpy(dtype=float)  # (n,)
+    where = f"curve rows with {min_context} <= context_length <= {max_context}"
+    if len(np.unique(context)) < 2:
+        raise ValueError(
+            f"{where}: need at least 2 distinct context lengths for a slope, got {len(rows)} rows"
+        )
+    bad = ~(np.isfinite(share) & (share > 0))  # (n,)
+    if bad.any():
+        raise ValueError(
+            f"{where}: share must be positive to take its log, got {share[bad][0]} at "
+            f"context_length {int(context[bad][0])}"
+        )
+    x = np.log(context)  # (n,)
+    y = np.log(share)  # (n,)
+    dx = x - x.mean()  # (n,)
+    sxx = float(dx @ dx)
+    slope = float(dx @ (y - y.mean())) / sxx
+    n = len(x)
+    low = high = math.nan
+    if n >= 3:
+        residuals = y - y.mean() - slope * dx  # (n,)
+        se = math.sqrt(float(residuals @ residuals) / (n - 2) / sxx)
+        half = float(student_t.ppf(0.5 + level / 2, n - 2)) * se
+        low, high = slope - half, slope + half
+    return {
+        "exponent": slope,
+        "ci_low": low,
+        "ci_high": high,
+        "n_points": n,
+        "min_context": int(context[0]),
+        "max_context": int(context[-1]),
+        "share_at_min": float(share[0]),
+        "share_at_max": float(share[-1]),
+    }
+
+
 __all__ = [
+    "growth_exponent",
     "induction_predictable",
     "iid_uniform_share",
     "log_spaced_lengths",

@@ -15,6 +15,8 @@ the pipelines publish.
 - ``emergence_law``: ``fit_emergence_law``, ``EmergenceLawFit``, ``SEED_EXPONENTS``
 - ``emergence_prediction``: ``predict_emergence``, ``fit_summary_table``, ``fit_summary_dict``,
   ``observed_vs_predicted``
+- ``law_mechanisms``: ``mechanism_fit_table``, ``size_term_fit``, ``table_columns``,
+  ``emerged_mask``, ``PUBLISHED_FORMS``, ``DEFAULT_OPTIONS``
 - ``pareto_frontier``: ``fit_frontier``, ``pareto_minimal_cells``, ``fit_sstar_growth``,
   ``budget_shift``, ``FrontierFit``
 - ``pareto_bootstrap``: ``bootstrap_frontier``, ``bootstrap_contour``, ``FrontierBootstrap``,
@@ -33,7 +35,7 @@ the pipelines publish.
 - ``markov_calibration``: ``frontier_level``, ``calibration_outcomes``, ``calibration_levels``,
   ``calibration_level_name``
 - ``plots.law``: ``plot_trajectories``, ``plot_predicted_vs_observed``,
-  ``plot_residuals_vs_model_size``, ``plot_repetition_curves``
+  ``plot_residuals_vs_model_size``, ``plot_repetition_curves``, ``plot_mechanism_exponents``
 - ``plots.pareto``: ``plot_frontier_heatmap``, ``plot_sstar_vs_distance``,
   ``plot_threshold_robustness``
 - ``plots.markov``: ``plot_processes``, ``plot_conditions``, ``plot_paired_comparisons``

@@ -449,3 +449,64 @@ def test_repetition_curves_one_line_and_band_per_source() -> None:
     assert lines["copies"].get_ydata().tolist() == [0.3, 0.28]
     assert len(ax.collections) == 2 and ax.get_xscale() == "log"
     assert ax.get_ylabel() == "induction-predictable share"
+
+
+# ------------------------------------------------------------------ plot_mechanism_exponents
+
+
+def mechanism_table() -> pd.DataFrame:
+    """Three arms as :func:`mechanism_fit_table` reports them; ``both`` was not fitted."""
+    return pd.DataFrame(
+        {"arm": ["today", "growing_repetition", "both"], "a": [0.52, 0.40, np.nan],
+         "a_ci_low": [0.48, 0.30, np.nan], "a_ci_high": [0.56, 0.45, np.nan],
+         "b": [0.49, 0.10, np.nan], "b_ci_low": [0.45, 0.02, np.nan],
+         "b_ci_high": [0.55, 0.20, np.nan], "note": ["", "", "not identifiable: one B level"]}
+    )  # fmt: skip
+
+
+def test_mechanism_exponents_points_bars_and_published_lines() -> None:
+    from ih_kedro.science.statistics.plots.law import plot_mechanism_exponents
+
+    fig = plot_mechanism_exponents(mechanism_table())
+    ax_b, ax_a = fig.axes
+    expected = {  # panel: (estimates of the fitted arms, CI ends, published values and labels)
+        ax_b: ([0.49, 0.10], [(0.45, 0.55), (0.02, 0.20)],
+               {"aoyama_sqrt_BC (0.5)": 0.5, "seed_study (0.62)": 0.62}),
+        ax_a: ([0.52, 0.40], [(0.48, 0.56), (0.30, 0.45)],
+               {"aoyama_sqrt_BC (0.5)": 0.5, "seed_study (0.37)": 0.37}),
+    }  # fmt: skip
+    for ax, (estimates, cis, references) in expected.items():
+        (points,) = [line for line in ax.lines if line.get_marker() == "o"]
+        assert points.get_xdata().tolist() == [0, 1]  # the unfitted arm draws no point
+        np.testing.assert_allclose(points.get_ydata(), estimates, rtol=1e-12)
+        (bars,) = [c for c in ax.collections if isinstance(c, LineCollection)]
+        segments = np.array(bars.get_segments())  # (arms, 2 ends, xy)
+        np.testing.assert_allclose(segments[:, :, 1], cis, rtol=1e-12)
+        np.testing.assert_allclose(segments[:, :, 0], [[0, 0], [1, 1]])
+        lines = {line.get_label(): line for line in ax.lines if line.get_marker() != "o"}
+        assert {k: v.get_ydata()[0] for k, v in lines.items() if k in references} == references
+        for label in references:
+            assert list(lines[label].get_ydata()) == [references[label]] * 2  # horizontal
+        assert legend_texts(ax) == [*references, "estimate, CI"]
+        assert [t.get_text() for t in ax.get_xticklabels()] == [
+            "today", "growing_repetition", "both"]  # fmt: skip
+        (text,) = ax.texts
+        assert (text.get_text(), text.get_position()) == ("not fitted", (2, 0.5))
+    assert ax_b.get_ylabel() == "b  (S* ∝ C^-b)" and ax_a.get_ylabel() == "a  (S* ∝ B^-a)"
+    assert (ax_b.get_title(), ax_a.get_title()) == ("exponent of C: b", "exponent of B: a")
+    assert tuple(fig.get_size_inches()) == (10.0, 4.2)
+
+
+def test_mechanism_exponents_from_a_fitted_table_and_without_arms() -> None:
+    from ih_kedro.science.statistics.law_mechanisms import mechanism_fit_table
+    from ih_kedro.science.statistics.plots.law import plot_mechanism_exponents
+    from tests.science.statistics.test_law_mechanisms import arm_table
+
+    table = mechanism_fit_table(
+        {"today": arm_table(0.5, 0.5, 1), "flat": arm_table(0.5, 0.0, 2)}, {"leave_one_out": False}
+    )
+    fig = plot_mechanism_exponents(table)
+    (points,) = [line for line in fig.axes[0].lines if line.get_marker() == "o"]
+    np.testing.assert_allclose(points.get_ydata(), table["b"], rtol=1e-12)
+    assert not fig.axes[0].texts
+    assert_empty_figure(plot_mechanism_exponents(table.iloc[:0]), "no mechanism arms to show")

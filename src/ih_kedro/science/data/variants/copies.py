@@ -5,14 +5,20 @@ selected sequence from a random source offset to a random later offset (spans sc
 the number of copy events per sequence does not grow with C); ``fixed_rate_copies`` places copy
 events at a fixed rate per token (spans of a fixed length distribution, ``C / tokens_per_event``
 of them per sequence, sources anywhere earlier), so a longer context holds more repetitions, as
-natural text does. Each edits the windows of a batch in place and returns the mask of the
-positions it wrote (:data:`~ih_kedro.science.data.variants.registry.VariantFn`); the registry
-(:mod:`ih_kedro.science.data.variants.registry`) holds them under these names.
+natural text does. In natural text the copied share itself also grows with ``C``
+(:mod:`ih_kedro.science.data.repetition_curve`); the options ``density_exponent`` ``g`` and
+``reference_context`` ``C_ref`` of ``fixed_rate_copies`` follow that: one event every
+``T(C) = tokens_per_event * (C / C_ref)^(-g)`` tokens (:func:`effective_tokens_per_event`), so
+``C / T(C)`` events per sequence grow as ``C^(1+g)`` and the copied share as ``C^g``, equal to
+the fixed rate at ``C = C_ref``. Each edits the windows of a batch in place and returns the mask
+of the positions it wrote (:data:`~ih_kedro.science.data.variants.registry.VariantFn`); the
+registry (:mod:`ih_kedro.science.data.variants.registry`) holds them under these names.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -96,14 +102,95 @@ def _max_distance(options: Mapping[str, Any]) -> int | None:
     return None if value is None else int(value)
 
 
+_WHERE = "training.variant_options.fixed_rate_copies"
+
+
+def _density_growth(options: Mapping[str, Any]) -> tuple[float, int] | None:
+    """``(density_exponent, reference_context)`` of ``fixed_rate_copies``, checked (None when
+    ``density_exponent`` is unset: the fixed rate)."""
+    reference = options.get("reference_context")
+    if reference is not None and (
+        isinstance(reference, bool) or not isinstance(reference, numbers.Integral) or reference < 1
+    ):
+        raise ValueError(
+            f"{_WHERE}.reference_context: must be a positive int (tokens), got {reference!r}"
+        )
+    exponent = options.get("density_exponent")
+    if exponent is None:
+        return None
+    if isinstance(exponent, bool) or not isinstance(exponent, numbers.Real):
+        raise ValueError(f"{_WHERE}.density_exponent: must be a number, got {exponent!r}")
+    if not (math.isfinite(exponent) and exponent >= 0):
+        raise ValueError(f"{_WHERE}.density_exponent: must be finite and >= 0, got {exponent}")
+    if reference is None:
+        raise ValueError(
+            f"{_WHERE}.reference_context: required when density_exponent is set (the context "
+            "length, in tokens, at which the density equals one event every tokens_per_event)"
+        )
+    return float(exponent), int(reference)
+
+
+def effective_tokens_per_event(options: Mapping[str, Any], context_length: int) -> float:
+    """Mean tokens per copy event of ``fixed_rate_copies`` at a context of ``C`` tokens.
+
+    ``tokens_per_event`` (default 16) when ``density_exponent`` is unset; otherwise
+    ``T(C) = tokens_per_event * (C / reference_context)^(-density_exponent)``, so the expected
+    events per sequence ``C / T(C)`` grow as ``C^(1 + g)`` and equal ``C / tokens_per_event`` at
+    ``C = reference_context``. E.g. ``tokens_per_event = 16``, ``reference_context = 32``,
+    ``g = 0.5``: 16 tokens at ``C = 32``, 8 at ``C = 128``.
+    """
+    tokens_per_event = _fixed_rate_options(options)[0]
+    growth = _density_growth(options)
+    if growth is None:
+        return tokens_per_event
+    exponent, reference = growth
+    effective = tokens_per_event * (context_length / reference) ** (-exponent)
+    if not effective > 0:
+        return effective  # a non-positive tokens_per_event, refused by check_fixed_rate_copies
+    # An integer event count that rounding moved off the integer (4.000000001) would add an
+    # event slot of probability ~1e-9; snap it so the layout and capacity check see the integer.
+    events = context_length / effective
+    if events > 0.5 and abs(events - round(events)) < 1e-9 * events:
+        return context_length / round(events)
+    return effective
+
+
 def expected_copy_events(context_length: int, tokens_per_event: float) -> float:
-    """Expected copy events per sequence of ``fixed_rate_copies``: ``C / tokens_per_event``."""
+    """Expected copy events per sequence of ``fixed_rate_copies``: ``C / tokens_per_event``.
+
+    Args:
+        context_length: ``C``, tokens per sequence.
+        tokens_per_event: mean tokens per event at this ``C`` (with ``density_exponent`` set,
+            :func:`effective_tokens_per_event`).
+    """
     return context_length / tokens_per_event
 
 
+def _positions_needed(context_length: int, tokens_per_event: float, span_max: int) -> int:
+    """Positions the worst case of ``fixed_rate_copies`` needs: the first span's source, every
+    span, and one separating token between consecutive spans."""
+    n_max = math.ceil(expected_copy_events(context_length, tokens_per_event))
+    return span_max + n_max * span_max + max(n_max - 1, 0)
+
+
+def _largest_fitting_context(options: Mapping[str, Any], below: int, span_max: int) -> int | None:
+    """The largest ``C < below`` whose worst case fits in ``C + 1`` positions (None if none)."""
+    for context_length in range(below - 1, 0, -1):
+        tokens_per_event = effective_tokens_per_event(options, context_length)
+        if _positions_needed(context_length, tokens_per_event, span_max) <= context_length + 1:
+            return context_length
+    return None
+
+
 def check_fixed_rate_copies(options: Mapping[str, Any], context_length: int) -> None:
-    """Fail before training when ``fixed_rate_copies`` cannot place its spans in ``C + 1``."""
-    where = "training.variant_options.fixed_rate_copies"
+    """Fail before training when ``fixed_rate_copies`` cannot place its spans in ``C + 1``.
+
+    Checks the options (``tokens_per_event`` > 0 tokens, ``1 <= span_min <= span_max``,
+    ``max_distance >= span_max``, ``density_exponent`` finite and >= 0 with a positive int
+    ``reference_context``) and that ``ceil(C / T(C))`` events of up to ``span_max`` tokens fit
+    a sequence of ``C + 1`` tokens, ``T(C)`` from :func:`effective_tokens_per_event`.
+    """
+    where = _WHERE
     tokens_per_event, low, high = _fixed_rate_options(options)
     if not tokens_per_event > 0:
         raise ValueError(f"{where}.tokens_per_event: must be positive, got {tokens_per_event}")
@@ -115,15 +202,30 @@ def check_fixed_rate_copies(options: Mapping[str, Any], context_length: int) -> 
             f"{where}.max_distance: {k} tokens cannot hold a source of up to span_max = {high} "
             "tokens before its copy; set it >= span_max"
         )
-    n_max = math.ceil(expected_copy_events(context_length, tokens_per_event))
-    # The first span's source, every span, and one separating token between consecutive spans.
-    needed = high + n_max * high + max(n_max - 1, 0)
-    if needed > context_length + 1:
+    effective = effective_tokens_per_event(options, context_length)
+    n_max = math.ceil(expected_copy_events(context_length, effective))
+    needed = _positions_needed(context_length, effective, high)
+    if needed <= context_length + 1:
+        return
+    if _density_growth(options) is None:
         raise ValueError(
-            f"{where}: up to {n_max} spans of up to {high} tokens (one every {tokens_per_event:g} "
+            f"{where}: up to {n_max} spans of up to {high} tokens (one every {effective:g} "
             f"tokens) need {needed} positions, more than a sequence of context_length + 1 = "
             f"{context_length + 1}; lower span_max or raise tokens_per_event"
         )
+    largest = _largest_fitting_context(options, context_length, high)
+    fits = (
+        "no context_length fits"
+        if largest is None
+        else f"the largest context_length that fits is {largest}"
+    )
+    raise ValueError(
+        f"{where}.density_exponent: {options['density_exponent']} (reference_context "
+        f"{options['reference_context']}) gives one event every {effective:g} tokens at "
+        f"context_length {context_length}: up to {n_max} spans of up to {high} tokens need "
+        f"{needed} positions, more than context_length + 1 = {context_length + 1} ({fits}); "
+        "lower density_exponent or span_max, or raise tokens_per_event"
+    )
 
 
 def fixed_rate_copies(
@@ -135,9 +237,13 @@ def fixed_rate_copies(
     ``span_max`` (span length in tokens, uniform and inclusive, defaults 4 / 8; fixed, not
     scaled with ``C``), ``max_distance`` (default none: a source starts at most this many tokens
     before its copy, the same ``k`` at every ``C``, which removes the dilution of a source that
-    lies farther back in a longer context). A sequence of ``C`` tokens gets ``floor(C / T)`` spans plus one more with
-    probability ``frac(C / T)``, so the expected number of copy events is ``C / T`` (∝ C) and
-    the copied share ``E[length] / T`` is the same at every ``C``. Destinations are spread by
+    lies farther back in a longer context), ``density_exponent`` ``g`` (default none: the fixed
+    rate; finite, >= 0) with ``reference_context`` ``C_ref`` (tokens, required with ``g``): one
+    event every ``T(C) = tokens_per_event * (C / C_ref)^(-g)`` tokens
+    (:func:`effective_tokens_per_event`). A sequence of ``C`` tokens gets ``floor(C / T)`` spans
+    plus one more with probability ``frac(C / T)``, so the expected number of copy events per
+    sequence is ``C / T`` (∝ C, or ∝ ``C^(1+g)`` with ``g``) and the copied share
+    ``E[length] / T`` is the same at every ``C`` (∝ ``C^g`` with ``g``). Destinations are spread by
     uniform spacings (at least one untouched token between consecutive spans, so each event is a
     separate run of the returned mask); each source starts anywhere from position 0 to
     ``dest - length`` (anywhere earlier, possibly inside an earlier copy; with ``max_distance``
@@ -165,11 +271,14 @@ def fixed_rate_layout(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """Where :func:`fixed_rate_copies` copies: ``(active, lengths, dest, source)``, each
     ``(B, n_max)`` (None when no event fits: ``n_max = 0``); ``source`` is each span's first
-    source position, ``dest`` its first copied position."""
+    source position, ``dest`` its first copied position (token positions in a row of ``width =
+    C + 1``). ``n_max = ceil(C / T(C))`` with ``T(C)`` from :func:`effective_tokens_per_event`."""
     context_length = width - 1
-    tokens_per_event, low, high = _fixed_rate_options(options)
+    _, low, high = _fixed_rate_options(options)
     check_fixed_rate_copies(options, context_length)
-    expected = expected_copy_events(context_length, tokens_per_event)
+    expected = expected_copy_events(
+        context_length, effective_tokens_per_event(options, context_length)
+    )
     n_max = math.ceil(expected)
     if n_max == 0:
         return None
@@ -217,6 +326,7 @@ __all__ = [
     "check_fixed_rate_copies",
     "copy_spans",
     "count_copy_events",
+    "effective_tokens_per_event",
     "expected_copied_fraction",
     "expected_copy_events",
     "fixed_rate_copies",

@@ -1,4 +1,5 @@
-"""Figures of the emergence law: trajectories, predicted vs observed, residuals vs model size.
+"""Figures of the emergence law: trajectories, predicted vs observed, residuals vs model size,
+the exponents per mechanism arm.
 
 Plain matplotlib/seaborn on the emergence table, the tidy head scores and a law-fit summary
 (``status`` and :func:`~ih_kedro.science.statistics.emergence_prediction.fit_summary_dict`'s
@@ -21,6 +22,7 @@ from ih_kedro.science.statistics.emergence_prediction import (
     is_fitted,
     predict_emergence,
 )
+from ih_kedro.science.statistics.law_mechanisms import PUBLISHED_FORMS
 
 logger = logging.getLogger(__name__)
 
@@ -282,4 +284,53 @@ def plot_repetition_curves(curves: pd.DataFrame) -> Figure:
     ax.set_title("How much of a window an induction rule predicts")
     ax.legend(fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def _exponent_panel(ax: Any, table: pd.DataFrame, exponent: str, references: dict) -> None:
+    """One exponent per arm (point and CI bar), ``not fitted`` for a NaN estimate, and the
+    published values as labelled horizontal lines."""
+    x = np.arange(len(table))
+    estimate = table[exponent].to_numpy(dtype=float)
+    fitted = np.isfinite(estimate)
+    low = table[f"{exponent}_ci_low"].to_numpy(dtype=float)
+    high = table[f"{exponent}_ci_high"].to_numpy(dtype=float)
+    ax.errorbar(x[fitted], estimate[fitted],
+                yerr=[estimate[fitted] - low[fitted], high[fitted] - estimate[fitted]],
+                fmt="o", color="black", ecolor="black", capsize=4, lw=1.2,
+                label="estimate, CI")  # fmt: skip
+    for i in x[~fitted]:
+        # x in data, y in axes coordinates: the text sits mid-panel whatever the estimates.
+        ax.text(i, 0.5, "not fitted", transform=ax.get_xaxis_transform(), ha="center",
+                va="center", rotation=90, color="grey", fontsize=8)  # fmt: skip
+    for (name, value), style in zip(references.items(), ("--", ":"), strict=False):
+        ax.axhline(value, color="tab:red" if style == "--" else "tab:blue", ls=style, lw=1,
+                   label=f"{name} ({value:g})")  # fmt: skip
+    ax.set_xticks(x, table["arm"].astype(str).tolist(), rotation=30, ha="right")
+    ax.set_xlim(-0.5, len(table) - 0.5)
+    ax.legend(fontsize=8)
+
+
+def plot_mechanism_exponents(table: pd.DataFrame) -> Figure:
+    """The emergence-law exponents per mechanism arm against the published forms.
+
+    Args:
+        table: :func:`~ih_kedro.science.statistics.law_mechanisms.mechanism_fit_table` (``arm,
+            a, a_ci_low, a_ci_high, b, b_ci_low, b_ci_high``).
+
+    Returns:
+        Two panels, one point per arm with its CI bar: ``b`` (exponent of C, S* ∝ C^-b) with
+        the published 0.5 (1/sqrt(BC)) and 0.62 (seed study), and ``a`` (exponent of B) with
+        0.5 and 0.37; an arm that was not fitted reads ``not fitted``. A message figure
+        without arms.
+    """
+    if table.empty:
+        return empty_figure("no mechanism arms to show")
+    fig = Figure(figsize=(10, 4.2), layout="constrained")
+    ax_b, ax_a = fig.subplots(1, 2)
+    for ax, exponent, index, name in ((ax_b, "b", 1, "C"), (ax_a, "a", 0, "B")):
+        references = {form: values[index] for form, values in PUBLISHED_FORMS.items()}
+        _exponent_panel(ax, table, exponent, references)
+        ax.set(xlabel="mechanism arm", ylabel=f"{exponent}  (S* ∝ {name}^-{exponent})")
+        ax.set_title(f"exponent of {name}: {exponent}", fontsize=10)
     return fig

@@ -1,0 +1,331 @@
+"""The emergence law per mechanism arm, in one table, and the law with a model-size term.
+
+The mechanism experiment trains the same (B, C) grid under several data recipes (``today``,
+``growing_repetition``, ``distance_window``, ``both``) and an optimizer ``setup_check`` arm, and
+fits ``log S* = log T - a log B - b log C`` once per arm with
+:func:`~ih_kedro.science.statistics.emergence_law.fit_emergence_law` (OLS on the runs that
+emerged by default, cluster-robust CIs by configuration, seeds inside). Each arm's exponents are
+tested against the published forms (:data:`PUBLISHED_FORMS`) by the fit's own joint Wald test:
+the fit is called once per form with that form as its reference exponents. The test is the
+fit's: ``F`` on (exponents tested, residual df) for OLS, where the residual df is G - k with G
+configurations and k coefficients under the cluster-robust covariance; ``chi2`` on the exponents
+tested for Tobit.
+
+:func:`size_term_fit` adds ``log size`` to the law (``S* ∝ size^(-c)``) and asks whether the
+size exponent ``c`` is negligible: its CI inside ``[-margin, margin]``.
+
+Plain numpy/scipy/statsmodels/pandas; no Kedro imports.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ih_kedro.science.statistics.censored_regression import coefficient_ci, fit_ols
+from ih_kedro.science.statistics.emergence_law import (
+    CENSORED_HANDLING,
+    EmergenceLawFit,
+    fit_emergence_law,
+)
+from ih_kedro.science.statistics.law_design import RESPONSES
+
+logger = logging.getLogger(__name__)
+
+# Published step exponents (a of B, b of C): S* ∝ 1/sqrt(B C) and the seed study's fit.
+PUBLISHED_FORMS: dict[str, tuple[float, float]] = {
+    "aoyama_sqrt_BC": (0.5, 0.5),
+    "seed_study": (0.37, 0.62),
+}
+DEFAULT_OPTIONS: dict[str, Any] = {
+    "response": "step",
+    "censored": "exclude",
+    "level": 0.95,
+    "leave_one_out": True,
+    "forms": PUBLISHED_FORMS,
+}
+BASE_COLUMNS = [
+    "arm",
+    "n_runs",
+    "n_emerged",
+    "n_configurations",
+    "n_seeds",
+    "a",
+    "a_ci_low",
+    "a_ci_high",
+    "b",
+    "b_ci_low",
+    "b_ci_high",
+    "T",
+    "r_squared",
+    "loo_r_log",
+]
+TAIL_COLUMNS = ["n_clusters", "df_resid", "wald_test", "note"]
+
+
+def table_columns(forms: Mapping[str, Any] = PUBLISHED_FORMS) -> list[str]:
+    """The columns of :func:`mechanism_fit_table` for the published ``forms``."""
+    wald = [f"wald_{form}_{part}" for form in forms for part in ("statistic", "df", "p_value")]
+    return [*BASE_COLUMNS, *wald, *TAIL_COLUMNS]
+
+
+def _settings(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """:data:`DEFAULT_OPTIONS` updated by ``options``; unknown keys and bad values raise."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"mechanism fits: unknown options {unknown}; expected {sorted(DEFAULT_OPTIONS)}"
+        )
+    settings = {**DEFAULT_OPTIONS, **options}
+    if settings["response"] not in RESPONSES:
+        raise ValueError(f"response: expected one of {RESPONSES}, got {settings['response']!r}")
+    if settings["censored"] not in CENSORED_HANDLING:
+        raise ValueError(
+            f"censored: expected one of {CENSORED_HANDLING}, got {settings['censored']!r}"
+        )
+    if not 0 < settings["level"] < 1:
+        raise ValueError(f"level: must be in (0, 1), got {settings['level']}")
+    forms = settings["forms"]
+    if not forms or any(len(exponents) != 2 for exponents in forms.values()):
+        raise ValueError("forms: expected {name: (a, b)} with at least one form")
+    return settings
+
+
+def emerged_mask(table: pd.DataFrame) -> np.ndarray:
+    """Which runs emerged, ``(n,)`` bool: ``status == "emerged"`` when the table has a status,
+    else not ``censored`` (missing = not censored); and always a positive, finite ``step``."""
+    step = pd.to_numeric(table["step"], errors="coerce").to_numpy(dtype=float)
+    has_step = np.isfinite(step) & (step > 0)
+    if "status" in table.columns:
+        return (table["status"].astype(str) == "emerged").to_numpy() & has_step
+    if "censored" in table.columns:
+        return ~table["censored"].fillna(False).astype(bool).to_numpy() & has_step
+    return has_step
+
+
+def _counts(table: pd.DataFrame) -> dict[str, int]:
+    """Runs in the arm's table, runs that emerged, and the (B, C) configurations and seeds
+    among the runs that emerged."""
+    if "step" not in table.columns:
+        return {"n_runs": len(table), "n_emerged": 0, "n_configurations": 0, "n_seeds": 0}
+    emerged = table.loc[emerged_mask(table)]
+    keys = [c for c in ("batch_size", "context_length") if c in emerged.columns]
+    n_configs = len(emerged[keys].drop_duplicates()) if keys else 0
+    n_seeds = emerged["seed"].nunique() if "seed" in emerged.columns else 0
+    return {
+        "n_runs": len(table),
+        "n_emerged": int(len(emerged)),
+        "n_configurations": int(n_configs),
+        "n_seeds": int(n_seeds),
+    }
+
+
+def _not_identifiable(fit: EmergenceLawFit) -> str:
+    """``""`` when both exponents are identified, else the note naming the single level."""
+    missing = [name for key, name in (("a", "B"), ("b", "C")) if not fit.identifiable[key]]
+    if not missing:
+        return ""
+    return "not identifiable: one " + " and one ".join(missing) + " level"
+
+
+def _unfitted_row(arm: str, counts: Mapping[str, int], columns: list[str], note: str) -> dict:
+    """A row of NaNs for an arm that cannot be fitted: its counts and the reason in ``note``."""
+    logger.warning("mechanism fits: arm %r not fitted (%s)", arm, note)
+    row: dict[str, Any] = dict.fromkeys(columns, math.nan)
+    row.update(arm=arm, **counts, wald_test="", note=note)
+    return row
+
+
+def _fits_per_form(table: pd.DataFrame, settings: Mapping[str, Any]) -> dict[str, EmergenceLawFit]:
+    """One :func:`fit_emergence_law` per published form (its Wald reference); the estimates
+    are the same in all, the leave-one-configuration-out refits run only in the first."""
+    fits = {}
+    for i, (form, (a, b)) in enumerate(settings["forms"].items()):
+        fits[form] = fit_emergence_law(
+            table,
+            response=settings["response"],
+            censored=settings["censored"],
+            seed_exponents={"a": a, "b": b},
+            level=settings["level"],
+            leave_one_out=bool(settings["leave_one_out"]) and i == 0,
+        )
+    return fits
+
+
+def _arm_row(
+    arm: str, table: pd.DataFrame, settings: Mapping[str, Any], columns: list[str]
+) -> dict[str, Any]:
+    """One arm's row: its exponents with CIs, fit quality and a Wald test per form."""
+    counts = _counts(table)
+    try:
+        fits = _fits_per_form(table, settings)
+    except ValueError as error:
+        return _unfitted_row(arm, counts, columns, f"not fitted: {error}")
+    fit = next(iter(fits.values()))
+    note = _not_identifiable(fit)
+    if note:
+        # A law with one exponent is another model: its b is not comparable across arms.
+        return _unfitted_row(arm, counts, columns, note)
+    if not fit.n_clusters:
+        note = "classical covariance: too few configurations to cluster by"
+    row: dict[str, Any] = {
+        "arm": arm,
+        **counts,
+        "a": fit.a,
+        "a_ci_low": fit.a_ci[0],
+        "a_ci_high": fit.a_ci[1],
+        "b": fit.b,
+        "b_ci_low": fit.b_ci[0],
+        "b_ci_high": fit.b_ci[1],
+        "T": fit.T,
+        "r_squared": fit.r_squared,
+        "loo_r_log": fit.loo_r_log,
+    }
+    for form, form_fit in fits.items():
+        row[f"wald_{form}_statistic"] = form_fit.wald_statistic
+        row[f"wald_{form}_df"] = form_fit.wald_df
+        row[f"wald_{form}_p_value"] = form_fit.wald_p_value
+    row.update(n_clusters=fit.n_clusters, df_resid=fit.df_resid, wald_test=fit.wald_test)
+    row["note"] = note
+    return row
+
+
+def mechanism_fit_table(
+    emergence_tables: Mapping[str, pd.DataFrame], options: Mapping[str, Any] | None = None
+) -> pd.DataFrame:
+    """The emergence law fitted once per mechanism arm, one row per arm.
+
+    Args:
+        emergence_tables: ``{arm: emergence table}``, each one metric/method/threshold with
+            ``step`` (S*, optimizer steps), ``batch_size`` (sequences), ``context_length``
+            (tokens), and optionally ``status``, ``censored``, ``last_step``, ``seed``,
+            ``run_name`` (as :func:`fit_emergence_law` reads them).
+        options: overrides of :data:`DEFAULT_OPTIONS`: ``response`` (``step`` or ``tokens``),
+            ``censored`` (``exclude`` or ``tobit``), ``level`` (CI level),
+            ``leave_one_out`` (the leave-one-configuration-out r) and ``forms``
+            (``{name: (a, b)}``, step exponents tested; default :data:`PUBLISHED_FORMS`).
+
+    Returns:
+        One row per arm, in the mapping's order, columns :func:`table_columns`: ``arm``;
+        ``n_runs`` (rows of the arm's table), ``n_emerged``, ``n_configurations`` (distinct
+        (B, C)) and ``n_seeds`` among the runs that emerged; ``a, a_ci_low, a_ci_high, b,
+        b_ci_low, b_ci_high`` (exponents of B and C, cluster-robust CIs at ``level``), ``T``
+        (the law's constant, in units of the response), ``r_squared`` (log space),
+        ``loo_r_log``; per form ``wald_<form>_statistic``, ``wald_<form>_df`` (exponents
+        tested, numerator df of the F) and ``wald_<form>_p_value``; ``n_clusters``,
+        ``df_resid`` (the F's denominator df), ``wald_test`` (``F`` or ``chi2``) and ``note``.
+        An arm that cannot be fitted (too few runs, a collinear design, missing columns) or
+        whose B or C takes one level keeps its counts, has NaN estimates and says why in
+        ``note``; it never raises.
+
+    Raises:
+        ValueError: unknown options or bad option values.
+    """
+    settings = _settings(options)
+    columns = table_columns(settings["forms"])
+    rows = [_arm_row(str(arm), table, settings, columns) for arm, table in emergence_tables.items()]
+    return pd.DataFrame(rows, columns=columns)
+
+
+# --------------------------------------------------------------------------------------------
+# The law with a model-size term
+# --------------------------------------------------------------------------------------------
+def _size_runs(table: pd.DataFrame, size_column: str) -> pd.DataFrame:
+    """The runs that emerged, checked for positive B, C and size and for the levels the size
+    term needs (>= 2 of each of B, C and size)."""
+    missing = [c for c in ("step", "batch_size", "context_length", size_column) if c not in table]
+    if missing:
+        raise ValueError(f"size term: emergence table misses columns {missing}")
+    runs = table.loc[emerged_mask(table)].reset_index(drop=True)
+    for column in ("batch_size", "context_length", size_column):
+        values = pd.to_numeric(runs[column], errors="coerce")
+        if values.isna().any() or (values <= 0).any():
+            raise ValueError(f"size term: {column} must be positive numbers")
+    too_few = [
+        f"{runs[column].nunique()} level(s) of {name} ({column})"
+        for name, column in (("B", "batch_size"), ("C", "context_length"), ("size", size_column))
+        if runs[column].nunique() < 2
+    ]
+    if too_few:
+        raise ValueError(
+            "size term: the runs that emerged need >= 2 levels of each of B, C and model size "
+            f"(a 2x2 B x C grid at two sizes at least); got {', '.join(too_few)}"
+        )
+    return runs
+
+
+def size_term_fit(
+    emergence_table: pd.DataFrame,
+    size_column: str = "n_parameters",
+    margin: float = 0.1,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """Fit ``log S* = log T - a log B - b log C - c log size`` over the runs that emerged.
+
+    OLS (:func:`~ih_kedro.science.statistics.censored_regression.fit_ols`) with a covariance
+    cluster-robust by configuration (B, C, size) when enough configurations repeat (t on
+    G - 4 df), classical otherwise.
+
+    Args:
+        emergence_table: ``step`` (S*, steps), ``batch_size``, ``context_length``,
+            ``size_column`` and optionally ``status`` / ``censored`` (only runs that emerged
+            are fitted).
+        size_column: the model size (e.g. parameters); only its log enters.
+        margin: the size exponent is negligible when its CI lies inside ``[-margin, margin]``.
+        level: CI level.
+
+    Returns:
+        ``c`` (S* ∝ size^(-c)), ``c_ci`` ``(low, high)``, ``p_value`` (two-sided t test of
+        c = 0), ``inside_margin``, ``margin``, ``level``, ``a``, ``a_ci``, ``b``, ``b_ci``,
+        ``n_runs``, ``n_clusters`` (0 for the classical covariance), ``df_resid``.
+
+    Raises:
+        ValueError: missing columns, non-positive values, fewer than 2 levels of B, C or
+            size among the runs that emerged, a collinear design or too few runs.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level: must be in (0, 1), got {level}")
+    if margin < 0:
+        raise ValueError(f"margin: must be >= 0, got {margin}")
+    runs = _size_runs(emergence_table, size_column)
+    columns = ("batch_size", "context_length", size_column)
+    logs = np.log(runs[list(columns)].to_numpy(dtype=float))  # (n, 3): log B, log C, log size
+    X = np.column_stack([np.ones(len(runs)), logs])  # (n, 4)
+    if np.linalg.matrix_rank(X) < X.shape[1]:
+        raise ValueError("size term: B, C and size are collinear; vary them independently")
+    if len(runs) <= X.shape[1]:
+        raise ValueError(f"size term: {len(runs)} runs that emerged for 4 coefficients")
+    groups = runs[list(columns)].astype(str).agg("|".join, axis=1).to_numpy()
+    core = fit_ols(np.log(runs["step"].to_numpy(dtype=float)), X, groups)
+
+    def exponent(index: int) -> tuple[float, tuple[float, float]]:
+        low, high = coefficient_ci(core, index, level)
+        return -float(core.params[index]), (-float(high), -float(low))
+
+    a, a_ci = exponent(1)
+    b, b_ci = exponent(2)
+    c, c_ci = exponent(3)
+    se = math.sqrt(core.cov[3, 3]) if core.cov[3, 3] > 0 else math.nan
+    p_value = float(2 * stats.t.sf(abs(c) / se, core.df_resid)) if se > 0 else math.nan
+    return {
+        "c": c,
+        "c_ci": c_ci,
+        "p_value": p_value,
+        "inside_margin": bool(-margin <= c_ci[0] and c_ci[1] <= margin),
+        "margin": float(margin),
+        "level": float(level),
+        "a": a,
+        "a_ci": a_ci,
+        "b": b,
+        "b_ci": b_ci,
+        "n_runs": int(len(runs)),
+        "n_clusters": int(core.n_clusters),
+        "df_resid": float(core.df_resid),
+    }
