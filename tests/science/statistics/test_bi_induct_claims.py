@@ -175,3 +175,14 @@ def test_the_anti_induction_claim_reports_the_base_as_reference() -> None:
     assert entry["values"] == pytest.approx([0.30, 0.32, 0.34])
     assert entry["base_arm_values"] == pytest.approx([0.03, 0.04, 0.05])
     assert np.isclose(entry["mean"], 0.32)
+
+
+def test_top_heads_that_are_not_load_bearing_in_the_base_make_claim_4_degenerate() -> None:
+    """Base excess drops (0.05, 0.02, -0.01): mean 0.02, CI includes 0. Whatever the arm does,
+    the base has nothing to lose, so the claim is undecided and says so."""
+    runs = _runs(repetition_enriched={"ablation_excess_copy_zero": [0.05, 0.02, -0.01]},
+                 induction={"ablation_excess_copy_zero": [0.04, 0.02, 0.0]})  # fmt: skip
+    entry = _claim(decide_claims(runs), "ablation_hurts_base_more")
+    assert entry["verdict"] == "undecided" and entry["load_bearing_in_base"] is False
+    assert entry["reason"].startswith("degenerate: the base's top heads are not load-bearing")
+    assert entry["base_excess_drop"]["mean"] == pytest.approx(0.02)

@@ -25,7 +25,9 @@ the measure's units from ``rules``):
    more ICL performance than the snippet arm. ``d`` = base minus arm excess drop (relative drop
    of copy accuracy under the top heads minus the mean drop under equal-count random heads,
    ``ablation_mode``). Directional, direction ``+1``, margin ``ablation_margin``. Not estimable
-   (undecided, ``estimable: false``) unless both arms formed induction heads in every seed.
+   (undecided, ``estimable: false``) unless both arms formed induction heads in every seed, and
+   degenerate (undecided, ``load_bearing_in_base: false``) unless the base's own excess drop is
+   above 0 (t CI over seeds): heads that no ablation misses cannot be missed "more".
 5. ``perplexity_cost`` - snippets cost perplexity. ``d`` = held-out loss of the arm minus the
    base's (nats per token; ``exp(d)`` is the perplexity ratio). Directional, direction ``+1``,
    margin ``perplexity_margin_nats``.
@@ -205,10 +207,24 @@ def _judge_arm(claim: str, runs: pd.DataFrame, arm: str, rules: Mapping[str, Any
         unformed = {a: sorted(runs.loc[(runs["variant"] == a) & ~runs["heads_formed"].astype(bool),
                                        "seed"].astype(int)) for a in (base, arm)}  # fmt: skip
         extra["estimable"] = not any(unformed.values())
+        # The base's top heads must be load-bearing at all (excess drop above 0 over seeds):
+        # otherwise "costs the base more" compares two nothings (a degenerate comparison).
+        bearing = mean_interval(_by_seed(runs, base, column), level=level)
+        extra["base_excess_drop"] = {
+            "mean": bearing[0],
+            "ci_low": bearing[1],
+            "ci_high": bearing[2],
+        }
+        extra["load_bearing_in_base"] = bool(bearing[1] > 0)
         if not extra["estimable"]:
             verdict = UNDECIDED
             reason = (f"not estimable: no induction heads formed in {base} seeds {unformed[base]}"
                       f", {arm} seeds {unformed[arm]}; " + reason)  # fmt: skip
+        elif not extra["load_bearing_in_base"]:
+            verdict = UNDECIDED
+            reason = (f"degenerate: the base's top heads are not load-bearing (excess drop "
+                      f"{_fmt(bearing[0])} [{_fmt(bearing[1])}, {_fmt(bearing[2])}], CI not above "
+                      "0), so there is nothing for the snippet arm to lose less of; " + reason)  # fmt: skip
     else:  # perplexity_cost
         diff = _compare(runs, arm, base, "loss", level)
         margin, units = float(rules["perplexity_margin_nats"]), "nats per token (loss)"
