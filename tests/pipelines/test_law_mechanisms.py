@@ -8,15 +8,18 @@ the corpus at every C, every share and CI lies in [0, 1], and the corpus's curve
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
 from tests.micro_project import (
     base_parameters,
+    deep_merge,
     kedro_run,
     micro_data_engineering,
     new_micro_project,
@@ -24,17 +27,35 @@ from tests.micro_project import (
     write_local_parameters,
 )
 
+ARMS = ["today", "growing_repetition", "distance_window", "both", "setup_check"]
+MICRO_ARM = {"batch_sizes": [4], "context_lengths": [16, 32], "seeds": [0], "max_steps": 2,
+             "max_tokens": None, "warmup_steps": 1, "checkpoint_dense_until": 0,
+             "checkpoint_every": 1, "log_every": 1, "executor": {"kind": "sequential"},
+             "online_emergence": {"enabled": False}}  # fmt: skip
+MICRO_TELEMETRY = {"probe": {"n_samples": 4}, "batch_size": 4, "n_validation_sequences": 2,
+                   "emergence": {"n_bootstrap": 5}}  # fmt: skip
+
 
 def test_registry_has_law_mechanisms(project_root: Path) -> None:
     bootstrap_project(project_root)
     nodes = {n.name for n in pipelines["law_mechanisms"].nodes}
-    assert {"law_mechanisms.repetition_curves", "law_mechanisms.plot_repetition_curves"} <= nodes
+    assert {"law_mechanisms.repetition_curves", "law_mechanisms.plot_repetition_curves",
+            "law_mechanisms.corpus_growth", "law_mechanisms.mechanism_fits",
+            "law_mechanisms.size_term"} <= nodes  # fmt: skip
+    # Every arm (and the size arm) is a training sweep + telemetry in its own namespace.
+    namespaces = {n.namespace for n in pipelines["law_mechanisms"].nodes}
+    for arm in [*ARMS, "size"]:
+        assert {f"law_mechanisms.{arm}.training", f"law_mechanisms.{arm}.telemetry"} <= namespaces
 
 
 def test_law_mechanisms_kedro_run_end_to_end(tmp_path: Path) -> None:
     project = new_micro_project(tmp_path, n_documents=40, docs_per_shard=20)
     params = base_parameters(project, "law_mechanisms")
     params["repetition_curve"].update({"max_context": 128, "n_lengths": 4, "n_windows": 40})
+    params["growth"].update({"min_context": 16, "max_context": 64})
+    for arm in [*ARMS, "size"]:
+        params[arm]["training"] = deep_merge(params[arm]["training"], MICRO_ARM)
+        params[arm]["telemetry"] = deep_merge(params[arm]["telemetry"], MICRO_TELEMETRY)
     write_local_parameters(
         project,
         {"data_engineering": micro_data_engineering(project), "law_mechanisms": params},
@@ -57,3 +78,30 @@ def test_law_mechanisms_kedro_run_end_to_end(tmp_path: Path) -> None:
         assert (by[label].to_numpy() > corpus).all(), label
     assert np.all(np.diff(corpus) > 0)
     assert (reporting / "repetition_curve.png").stat().st_size > 0
+
+    # The corpus's growth over C 16-64 is the slope of log share on log C of its curve.
+    growth = json.loads((reporting / "corpus_growth.json").read_text())
+    corpus_rows = curves[(curves["source"] == labels[0]) & curves["context_length"].between(16, 64)]
+    slope = np.polyfit(np.log(corpus_rows["context_length"]), np.log(corpus_rows["share"]), 1)[0]
+    assert growth["exponent"] == pytest.approx(slope)
+    assert growth["configured_exponent"] == 0.35
+    # Each arm trained its own variant: the growing arm's copy events equal today's at its
+    # reference C = 32 and are sparser below it (one every 16 (C / 32)^-0.35 tokens).
+    model_output = project / "data" / "07_model_output"
+    manifests = {arm: pd.read_parquet(model_output / f"law_mechanisms.{arm}" /
+                                      "sweep_manifest.parquet") for arm in [*ARMS, "size"]}  # fmt: skip
+    assert all(len(manifests[arm]) == 2 for arm in ARMS)  # B 4 x C 16, 32
+    assert len(manifests["size"]) == 4 and manifests["size"]["preset"].nunique() == 2
+    events = {arm: m.set_index("context_length")["copy_events_per_sequence"]
+              for arm, m in manifests.items()}  # fmt: skip
+    assert events["growing_repetition"][32] == pytest.approx(events["today"][32])  # C_ref = 32
+    # At C = 16 today places exactly one event per sequence, the growing arm one with
+    # probability 16 / 20.4 = 0.78 (realised counts of 8 sequences, so at most today's).
+    assert events["today"][16] == 1.0 and events["growing_repetition"][16] <= 1.0
+    # Two steps form no head: every arm's law is "not fitted"/"not identifiable", with a note.
+    fits = pd.read_csv(reporting / "law_mechanisms.csv")
+    assert fits["arm"].tolist() == ARMS
+    assert fits["b"].isna().all() and fits["note"].str.len().gt(0).all()
+    size = json.loads((reporting / "size_term.json").read_text())
+    assert size["status"] == "not fitted" and size["reason"]
+    assert (reporting / "mechanism_exponents.png").stat().st_size > 0

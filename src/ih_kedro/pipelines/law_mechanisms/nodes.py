@@ -1,4 +1,5 @@
-"""Nodes of the ``law_mechanisms`` experiment: the repetition curves and their figure.
+"""Nodes of the ``law_mechanisms`` experiment: repetition curves, the corpus's growth with C,
+one emergence law per mechanism arm (``law_mechanisms.csv``), the size term, the figures.
 
 Thin adapters: the curve is :func:`ih_kedro.science.data.repetition_curve.repetition_curve` on
 windows drawn by :func:`ih_kedro.science.data.batches.sample_batch` (the training stage's own
@@ -16,10 +17,19 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ih_kedro.pipelines.statistics.nodes import select_emergence_rows
 from ih_kedro.science.data.batches import sample_batch
 from ih_kedro.science.data.packed import PackedTokens
-from ih_kedro.science.data.repetition_curve import log_spaced_lengths, repetition_curve
-from ih_kedro.science.statistics.plots.law import plot_repetition_curves
+from ih_kedro.science.data.repetition_curve import (
+    growth_exponent,
+    log_spaced_lengths,
+    repetition_curve,
+)
+from ih_kedro.science.statistics.law_mechanisms import mechanism_fit_table, size_term_fit
+from ih_kedro.science.statistics.plots.law import (
+    plot_mechanism_exponents,
+    plot_repetition_curves,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -70,3 +80,83 @@ def repetition_curves(train_tokens: PackedTokens, params: dict[str, Any]) -> pd.
 def repetition_curves_figure(curves: pd.DataFrame) -> Figure:
     """The curves on one log-C axis with their CI bands."""
     return plot_repetition_curves(curves)
+
+
+# --------------------------------------------------------------------------------------------
+# The mechanism arms: one law per arm, the size term, the corpus growth the variant (a) copies
+# --------------------------------------------------------------------------------------------
+def _rows(table: pd.DataFrame, params: Mapping[str, Any]) -> pd.DataFrame:
+    """The emergence rows of ``params.metric``/``method``/``threshold`` (the statistics
+    stage's selection, so every arm is read the way ``law_fit`` reads its table)."""
+    return select_emergence_rows(table, dict(params))
+
+
+def mechanism_fits(params: dict[str, Any], **emergence_tables: pd.DataFrame) -> pd.DataFrame:
+    """``law_mechanisms.csv``: the law fitted once per arm (keyword = arm name), with Wald tests
+    against both published forms (``statistics.law_mechanisms.mechanism_fit_table``)."""
+    tables = {arm: _rows(table, params) for arm, table in emergence_tables.items()}
+    table = mechanism_fit_table(tables, params.get("fit"))
+    for row in table.itertuples(index=False):
+        logger.info("law_mechanisms %s: a = %.3f [%.3f, %.3f], b = %.3f [%.3f, %.3f] %s",
+                    row.arm, row.a, row.a_ci_low, row.a_ci_high, row.b, row.b_ci_low,
+                    row.b_ci_high, row.note)  # fmt: skip
+    return table
+
+
+def mechanism_exponents_figure(table: pd.DataFrame) -> Figure:
+    """Each arm's b (and a) with its CI beside the published values."""
+    return plot_mechanism_exponents(table)
+
+
+def size_term(
+    emergence_table: pd.DataFrame, sweep_manifest: pd.DataFrame, params: dict[str, Any]
+) -> dict[str, Any]:
+    """The size exponent of ``log S* ~ log B + log C + log size`` on the size arm (model size
+    ``n_parameters`` from the manifest), with its CI and whether it lies inside ``margin``."""
+    rows = _rows(emergence_table, params)
+    sizes = sweep_manifest.set_index("run_name")["n_parameters"]
+    rows = rows.assign(n_parameters=rows["run_name"].map(sizes).astype(float))
+    try:
+        fit = size_term_fit(rows, "n_parameters", float(params.get("size_margin", 0.1)),
+                            float(params.get("level", 0.95)))  # fmt: skip
+    except ValueError as error:  # too few emerged runs or levels: reported, not a crash
+        logger.warning("law_mechanisms size term not fitted: %s", error)
+        return {"status": "not fitted", "reason": str(error), "n_runs": len(rows)}
+    fit["status"] = "fitted"
+    logger.info("law_mechanisms size term: c = %.3f [%.3f, %.3f], inside +/-%g: %s", fit["c"],
+                fit["c_ci"][0], fit["c_ci"][1], fit["margin"], fit["inside_margin"])  # fmt: skip
+    return _json_ready(fit)
+
+
+def corpus_growth(curves: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
+    """How fast the corpus's repetition share grows with C over the arms' range
+    (``growth_exponent`` of the first source, the corpus), beside the ``density_exponent`` arm
+    (a) is configured with and the share of the corpus's growth that arm reproduces."""
+    corpus = curves[curves["source"] == curves["source"].iloc[0]]
+    growth = growth_exponent(corpus, int(params["min_context"]), int(params["max_context"]),
+                             float(params.get("level", 0.95)))  # fmt: skip
+    configured = params.get("configured_exponent")
+    growth["configured_exponent"] = None if configured is None else float(configured)
+    growth["share_of_corpus_growth"] = (
+        None if configured is None or not growth["exponent"] else
+        float(configured) / growth["exponent"]
+    )  # fmt: skip
+    logger.info("law_mechanisms: the corpus's repetition share grows as C^%.2f over C %d-%d; "
+                "arm (a) is configured with %s", growth["exponent"], growth["min_context"],
+                growth["max_context"], configured)  # fmt: skip
+    return _json_ready(growth)
+
+
+def _json_ready(values: Mapping[str, Any]) -> dict[str, Any]:
+    """numpy scalars and tuples as JSON values; NaN as None."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, tuple | list):
+            out[key] = [_json_ready({"v": v})["v"] for v in value]
+        elif isinstance(value, np.generic):
+            out[key] = _json_ready({"v": value.item()})["v"]
+        elif isinstance(value, float) and not np.isfinite(value):
+            out[key] = None
+        else:
+            out[key] = value
+    return out

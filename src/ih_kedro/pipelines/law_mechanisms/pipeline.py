@@ -1,36 +1,93 @@
 """``law_mechanisms``: why the context size does (not) act in the emergence law.
 
-Built so far: the **repetition curves** — the share of each window that an induction rule
-predicts, for C from 16 to 1,024, for the corpus the data stage prepared (the embedded KJV, or
-the Pile shards it is pointed at) and for the data variants the law is trained on
-(``params:law_mechanisms.repetition_curve.sources``), with a t CI over windows:
-``law_mechanisms.repetition_curve`` (csv) and its figure. Not built yet: the variants that
-switch one mechanism at a time, the set-up check and the size term of the issue that asks for
-this pipeline (README, "Not built yet").
+- **Repetition curves**: the share of each window that an induction rule predicts, for C from 16
+  to 1,024, for the corpus the data stage prepared and for the data variants the arms train on
+  (``params:law_mechanisms.repetition_curve.sources``), with a t CI over windows; the corpus's
+  growth exponent over the arms' C range (``law_mechanisms.corpus_growth``), against the value
+  the growing-repetition arm is configured with.
+- **Mechanism arms** (:data:`ARMS`), each a training sweep + telemetry reused through the
+  namespace ``law_mechanisms.<arm>`` (parameters ``params:law_mechanisms.<arm>.training`` /
+  ``.telemetry``): today's recipe, repetition growing with C (a), a fixed source-distance
+  window (b), both (c), and today's recipe with the published optimizer shape (the set-up
+  check). One law per arm with Wald tests against both published forms:
+  ``law_mechanisms.mechanism_fits`` (``law_mechanisms.csv``) and its figure.
+- **Size term** (arm :data:`SIZE_ARM`: two model sizes over a 2 x 2 subset of the grid): the size
+  exponent with its CI and whether it lies inside a stated margin of 0.
 """
 
 from __future__ import annotations
 
 from kedro.pipeline import Node, Pipeline
 
-from ih_kedro.pipelines.law_fit.pipeline import corpus_stage
+from ih_kedro.pipelines import telemetry, training
+from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, experiment_stage
 
-from .nodes import repetition_curves, repetition_curves_figure
+from .nodes import (
+    corpus_growth,
+    mechanism_exponents_figure,
+    mechanism_fits,
+    repetition_curves,
+    repetition_curves_figure,
+    size_term,
+)
 
 EXPERIMENT = "law_mechanisms"
+ARMS = ("today", "growing_repetition", "distance_window", "both", "setup_check")
+"""The arms whose laws are compared (each has its own parameter block)."""
+SIZE_ARM = "size"
 
 
-def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
-    curves = Pipeline(
+def curves_pipeline() -> Pipeline:
+    """The repetition curves, their figure and the corpus's growth exponent."""
+    return Pipeline(
         [
             Node(repetition_curves, ["train_tokens", f"params:{EXPERIMENT}.repetition_curve"],
                  f"{EXPERIMENT}.repetition_curve", name="repetition_curves"),
             Node(repetition_curves_figure, f"{EXPERIMENT}.repetition_curve",
                  f"{EXPERIMENT}.repetition_curve_plot", name="plot_repetition_curves"),
+            Node(corpus_growth, [f"{EXPERIMENT}.repetition_curve", f"params:{EXPERIMENT}.growth"],
+                 f"{EXPERIMENT}.corpus_growth", name="corpus_growth"),
         ],
         namespace=EXPERIMENT,
         inputs={"train_tokens"},
-        parameters={f"params:{EXPERIMENT}.repetition_curve"},
-        outputs={f"{EXPERIMENT}.repetition_curve", f"{EXPERIMENT}.repetition_curve_plot"},
+        parameters={f"params:{EXPERIMENT}.repetition_curve", f"params:{EXPERIMENT}.growth"},
+        outputs={f"{EXPERIMENT}.repetition_curve", f"{EXPERIMENT}.repetition_curve_plot",
+                 f"{EXPERIMENT}.corpus_growth"},
     )  # fmt: skip
-    return corpus_stage() + curves
+
+
+def arm_pipeline(arm: str) -> Pipeline:
+    """One arm's training sweep and telemetry in the namespace ``law_mechanisms.<arm>``."""
+    namespace = f"{EXPERIMENT}.{arm}"
+    return experiment_stage(training.create_pipeline(), namespace, "training") + experiment_stage(
+        telemetry.create_pipeline(), namespace, "telemetry"
+    )
+
+
+def fits_pipeline() -> Pipeline:
+    """One law per arm, the table and figure, the size term."""
+    tables = {arm: f"{EXPERIMENT}.{arm}.emergence_table" for arm in ARMS}
+    return Pipeline(
+        [
+            Node(mechanism_fits, {"params": f"params:{EXPERIMENT}.fits", **tables},
+                 f"{EXPERIMENT}.mechanism_fits", name="mechanism_fits"),
+            Node(mechanism_exponents_figure, f"{EXPERIMENT}.mechanism_fits",
+                 f"{EXPERIMENT}.mechanism_exponents_plot", name="plot_mechanism_exponents"),
+            Node(size_term, [f"{EXPERIMENT}.{SIZE_ARM}.emergence_table",
+                             f"{EXPERIMENT}.{SIZE_ARM}.sweep_manifest", f"params:{EXPERIMENT}.fits"],
+                 f"{EXPERIMENT}.size_term", name="size_term"),
+        ],
+        namespace=EXPERIMENT,
+        inputs={*tables.values(), f"{EXPERIMENT}.{SIZE_ARM}.emergence_table",
+                f"{EXPERIMENT}.{SIZE_ARM}.sweep_manifest"},
+        parameters={f"params:{EXPERIMENT}.fits"},
+        outputs={f"{EXPERIMENT}.mechanism_fits", f"{EXPERIMENT}.mechanism_exponents_plot",
+                 f"{EXPERIMENT}.size_term"},
+    )  # fmt: skip
+
+
+def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
+    arms = Pipeline([])
+    for arm in (*ARMS, SIZE_ARM):
+        arms += arm_pipeline(arm)
+    return corpus_stage() + curves_pipeline() + arms + fits_pipeline()
