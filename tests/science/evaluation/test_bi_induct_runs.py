@@ -122,3 +122,18 @@ def test_a_fixed_offset_copy_scores_at_its_span_only() -> None:
     assert scores[4] < 0.15 and scores[10] < 0.05
     with pytest.raises(ValueError, match="span 1 must be in"):
         span_probe_scores(_offset_head_model(6), np.arange(1, 40), [1], 0)
+
+
+def test_drops_near_chance_are_not_read() -> None:
+    """At initialisation copy accuracy sits at chance and its relative drop is noise: those
+    checkpoints are NaN, later ones (gain >= 0.1) are kept."""
+    frame = _checkpoints("r", "v", [0.9, 0.1, 0.2, 0.3])
+    extra = [{"run_name": "r", "preset": "p", "variant": "v", "seed": 0, "step": step,
+              "tokens_seen": step * 10.0, "metric": metric, "value": value}
+             for step, accuracy in ((0, 0.06), (100, 0.3), (200, 0.5), (300, 0.7))
+             for metric, value in (("copy_accuracy", accuracy), ("copy_chance", 0.05))]  # fmt: skip
+    curves = load_bearing_curves(pd.concat([frame, pd.DataFrame(extra)]))
+    assert np.isnan(curves["excess"].iloc[0]) and np.isnan(curves["drop"].iloc[0])
+    assert curves["excess"].iloc[1:].tolist() == pytest.approx([0.1, 0.2, 0.3])
+    everything = load_bearing_curves(pd.concat([frame, pd.DataFrame(extra)]), min_copy_gain=0.0)
+    assert everything["excess"].iloc[0] == pytest.approx(0.9)

@@ -79,7 +79,8 @@ def plot_load_bearing(checkpoint_metrics: pd.DataFrame, params: dict[str, Any]) 
     """The ablation drop of copy accuracy (top-2 % vs random heads) over training per arm."""
     results = params.get("results", {})
     curves = load_bearing_curves(checkpoint_metrics, "copy",
-                                 str(results.get("load_bearing_mode", "zero")))  # fmt: skip
+                                 str(results.get("load_bearing_mode", "zero")),
+                                 float(results.get("load_bearing_min_copy_gain", 0.1)))  # fmt: skip
     base = str(params.get("claims", {}).get("base_arm", "repetition_enriched"))
     return bi_induct_plots.plot_load_bearing(curves, base)
 

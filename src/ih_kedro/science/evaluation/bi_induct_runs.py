@@ -101,18 +101,31 @@ def span_probe_table(finals: Mapping[str, Mapping[str, Any]], runs: pd.DataFrame
 
 
 def load_bearing_curves(
-    checkpoint_metrics: pd.DataFrame, metric: str = "copy", mode: str = "zero"
+    checkpoint_metrics: pd.DataFrame,
+    metric: str = "copy",
+    mode: str = "zero",
+    min_copy_gain: float = 0.1,
 ) -> pd.DataFrame:
     """``run_name, variant, seed, step, tokens_seen, excess, drop, control``: the ablation of the
-    top heads against the random controls at every evaluated checkpoint (relative drops)."""
+    top heads against the random controls at every evaluated checkpoint (relative drops).
+
+    A relative drop of an accuracy near its chance level is noise (at initialisation a copy
+    accuracy of 0.01 that falls to 0.005 is a "drop" of 0.5), so for ``metric = "copy"`` the
+    drops are NaN at checkpoints whose copy accuracy exceeds its chance level by less than
+    ``min_copy_gain`` (when the table has ``copy_accuracy`` and ``copy_chance``).
+    """
     names = {f"ablation_{kind}_{metric}_{mode}": kind for kind in ("excess", "drop", "control")}
-    rows = checkpoint_metrics[checkpoint_metrics["metric"].isin(list(names))]
+    gains = {"copy_accuracy": "accuracy", "copy_chance": "chance"} if metric == "copy" else {}
+    rows = checkpoint_metrics[checkpoint_metrics["metric"].isin([*names, *gains])]
     index = ["run_name", "variant", "seed", "step", "tokens_seen"]
     wide = rows.pivot_table(index=index, columns="metric", values="value", aggfunc="first")
-    wide = wide.rename(columns=names).reset_index()
+    wide = wide.rename(columns={**names, **gains}).reset_index()
     for kind in names.values():
         if kind not in wide:
             wide[kind] = math.nan
+    if {"accuracy", "chance"} <= set(wide.columns):
+        unmeasurable = (wide["accuracy"] - wide["chance"]) < float(min_copy_gain)
+        wide.loc[unmeasurable, list(names.values())] = math.nan
     return wide[[*index, "excess", "drop", "control"]].sort_values(["run_name", "step"])
 
 
@@ -155,14 +168,16 @@ def run_table(
             censored, threshold, last_step``).
         options: ``heads_formed_threshold`` (0.4, best layer >= 1 induction score at the end),
             ``load_bearing_threshold`` (0.5, excess relative drop of copy accuracy),
-            ``load_bearing_mode`` (``zero``), ``emergence_metric`` / ``emergence_method`` /
+            ``load_bearing_mode`` (``zero``), ``load_bearing_min_copy_gain`` (0.1: checkpoints
+            whose copy accuracy is closer to chance are not read), ``emergence_metric`` / ``emergence_method`` /
             ``emergence_threshold``.
     """
     formed_at = float(options.get("heads_formed_threshold", 0.4))
     bearing_at = float(options.get("load_bearing_threshold", 0.5))
     mode = str(options.get("load_bearing_mode", "zero"))
     emergence = _emergence(emergence_table, options)
-    curves = load_bearing_curves(checkpoint_metrics, "copy", mode)
+    curves = load_bearing_curves(checkpoint_metrics, "copy", mode,
+                                 float(options.get("load_bearing_min_copy_gain", 0.1)))  # fmt: skip
     rows = []
     for run in runs.sort_values(["variant", "seed"]).to_dict("records"):
         final = finals.get(run["run_name"])
