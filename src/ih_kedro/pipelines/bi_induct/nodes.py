@@ -116,10 +116,13 @@ def evaluate_runs(
             finals[run["run_name"]] = {**result, "step": int(step)}
         # The final model on S SEP S probes of several spans: a fixed-offset copy shows up here.
         spans = [int(s) for s in params.get("span_probe_spans") or [] if 2 * int(s) + 1 <= context]
-        finals[run["run_name"]]["span_scores"] = span_probe_scores(
-            model, pool, spans, sep, n_probes=int(params.get("n_probes", 32)),
-            seed=int(params.get("seed", 0)), min_layer=int(params.get("min_layer", 1)))  # fmt: skip
-        finals[run["run_name"]]["repeated_length"] = eval_sets[context].repeated.shape[1] // 2
+        if spans:
+            finals[run["run_name"]]["span_scores"] = span_probe_scores(
+                model, pool, spans, sep, n_probes=int(params.get("n_probes", 32)),
+                seed=int(params.get("seed", 0)), min_layer=int(params.get("min_layer", 1)))  # fmt: skip
+        repeated = getattr(eval_sets[context], "repeated", None)  # (n, 2L) repeated probes
+        if repeated is not None:
+            finals[run["run_name"]]["repeated_length"] = int(repeated.shape[1]) // 2
     return pd.DataFrame(rows, columns=CHECKPOINT_COLUMNS), finals
 
 
