@@ -126,12 +126,13 @@ def test_a_fixed_offset_copy_scores_at_its_span_only() -> None:
 
 def test_drops_near_chance_are_not_read() -> None:
     """At initialisation copy accuracy sits at chance and its relative drop is noise: those
-    checkpoints are NaN, later ones (gain >= 0.1) are kept."""
+    checkpoints are NaN, later ones (gain >= 0.1) are kept. The gain counts, not the accuracy:
+    0.3 against a chance level of 0.25 is not read."""
     frame = _checkpoints("r", "v", [0.9, 0.1, 0.2, 0.3])
     extra = [{"run_name": "r", "preset": "p", "variant": "v", "seed": 0, "step": step,
               "tokens_seen": step * 10.0, "metric": metric, "value": value}
-             for step, accuracy in ((0, 0.06), (100, 0.3), (200, 0.5), (300, 0.7))
-             for metric, value in (("copy_accuracy", accuracy), ("copy_chance", 0.05))]  # fmt: skip
+             for step, accuracy in ((0, 0.3), (100, 0.4), (200, 0.5), (300, 0.7))
+             for metric, value in (("copy_accuracy", accuracy), ("copy_chance", 0.25))]  # fmt: skip
     curves = load_bearing_curves(pd.concat([frame, pd.DataFrame(extra)]))
     assert np.isnan(curves["excess"].iloc[0]) and np.isnan(curves["drop"].iloc[0])
     assert curves["excess"].iloc[1:].tolist() == pytest.approx([0.1, 0.2, 0.3])
