@@ -13,6 +13,7 @@ import pytest
 
 from ih_kedro.science.statistics import pareto_frontier as pf
 from ih_kedro.science.statistics import pareto_summary
+from ih_kedro.science.statistics.paired_seeds import json_safe
 from tests.science.statistics.pareto_tables import frontier_cells
 
 
@@ -36,7 +37,7 @@ def test_finite_or_none() -> None:
 
 
 def test_json_safe_converts_nested_numpy_values() -> None:
-    got = pareto_summary._json_safe({
+    got = json_safe({
         "a": (np.float64(1.5), np.int64(3), np.bool_(True)), "b": [math.inf, {"c": np.nan}],
         "d": "text", "e": None, "f": 2, "g": np.float32(0.25),
     })  # fmt: skip

@@ -20,6 +20,7 @@ from ih_kedro.science.evaluation.bi_induct_runs import (
     span_probe_table,
 )
 from ih_kedro.science.statistics.bi_induct_claims import claims_table, decide_claims
+from ih_kedro.science.statistics.paired_seeds import json_safe
 from ih_kedro.science.statistics.plots import bi_induct as bi_induct_plots
 
 logger = logging.getLogger(__name__)
@@ -54,18 +55,7 @@ def decide_bi_induct_claims(
     for claim in decided["claims"]:
         logger.info("bi_induct claim %s (%s): %s - %s", claim["id"], claim["arm"],
                     claim["verdict"], claim["reason"])  # fmt: skip
-    return _json_safe(decided), claims_table(decided)
-
-
-def _json_safe(value: Any) -> Any:
-    """NaN -> None, recursively (JSON has no NaN)."""
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+    return json_safe(decided), claims_table(decided)
 
 
 def build_span_probe_table(

@@ -26,6 +26,7 @@ from ih_kedro.science.data.repetition_curve import (
     repetition_curve,
 )
 from ih_kedro.science.statistics.law_mechanisms import mechanism_fit_table, size_term_fit
+from ih_kedro.science.statistics.paired_seeds import json_safe
 from ih_kedro.science.statistics.plots.law import (
     plot_mechanism_exponents,
     plot_repetition_curves,
@@ -125,7 +126,7 @@ def size_term(
     fit["status"] = "fitted"
     logger.info("law_mechanisms size term: c = %.3f [%.3f, %.3f], inside +/-%g: %s", fit["c"],
                 fit["c_ci"][0], fit["c_ci"][1], fit["margin"], fit["inside_margin"])  # fmt: skip
-    return _json_ready(fit)
+    return json_safe(fit)
 
 
 def corpus_growth(curves: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any]:
@@ -144,19 +145,4 @@ def corpus_growth(curves: pd.DataFrame, params: dict[str, Any]) -> dict[str, Any
     logger.info("law_mechanisms: the corpus's repetition share grows as C^%.2f over C %d-%d; "
                 "arm (a) is configured with %s", growth["exponent"], growth["min_context"],
                 growth["max_context"], configured)  # fmt: skip
-    return _json_ready(growth)
-
-
-def _json_ready(values: Mapping[str, Any]) -> dict[str, Any]:
-    """numpy scalars and tuples as JSON values; NaN as None."""
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, tuple | list):
-            out[key] = [_json_ready({"v": v})["v"] for v in value]
-        elif isinstance(value, np.generic):
-            out[key] = _json_ready({"v": value.item()})["v"]
-        elif isinstance(value, float) and not np.isfinite(value):
-            out[key] = None
-        else:
-            out[key] = value
-    return out
+    return json_safe(growth)

@@ -29,7 +29,7 @@ the pipelines publish.
 - ``bi_induct_claims``: ``decide_claims``, ``claims_table``, ``directional_verdict``,
   ``equivalence_verdict``, ``bound_verdict``
 - ``paired_seeds``: ``paired_difference``, ``PairedDifference``, ``judge_pair``,
-  ``mean_interval``, ``equivalence``, ``PAIRED_RULE``
+  ``mean_interval``, ``equivalence``, ``json_safe``, ``PAIRED_RULE``
 - ``markov_verdicts``: ``condition_table``, ``judge_claims``, ``threshold_robustness_table``,
   ``verdict_summary``, ``compare_conditions``, ``RULES``
 - ``markov_calibration``: ``frontier_level``, ``calibration_outcomes``, ``calibration_levels``,

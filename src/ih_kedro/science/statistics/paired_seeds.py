@@ -79,13 +79,18 @@ def mean_interval(values: Iterable[float], *, level: float = 0.95) -> tuple[floa
     return mean, mean - half, mean + half
 
 
-def _json_value(value: Any) -> Any:
-    """A JSON-safe scalar: numpy scalars as Python ones, NaN and <NA> as None."""
+def json_safe(value: Any) -> Any:
+    """``value`` as JSON can hold it, recursively: numpy scalars as Python ones, tuples as
+    lists, NaN, ±inf and ``<NA>`` as None (JSON has no NaN); dict keys are kept."""
     if value is None or value is pd.NA:
         return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
-    if isinstance(value, float) and math.isnan(value):
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
 
@@ -130,9 +135,9 @@ class PairedDifference:
         """JSON-safe: lists for the tuples, None for NaN, Python scalars for numpy ones."""
         out: dict[str, Any] = {}
         for name in ("seeds", "treatment", "control", "differences", "dropped_seeds"):
-            out[name] = [_json_value(v) for v in getattr(self, name)]
+            out[name] = [json_safe(v) for v in getattr(self, name)]
         for name in ("mean", "ci_low", "ci_high", "level", "n"):
-            out[name] = _json_value(getattr(self, name))
+            out[name] = json_safe(getattr(self, name))
         out["all_positive"] = self.all_positive
         out["all_negative"] = self.all_negative
         out["excludes_zero"] = self.excludes_zero
@@ -314,7 +319,7 @@ def judge_pair(
     differences = dict(zip(diff.seeds, diff.differences, strict=True))
 
     def value(frame: pd.DataFrame, column: str, seed: Any) -> Any:
-        return _json_value(frame[column].get(seed)) if seed in frame.index else None
+        return json_safe(frame[column].get(seed)) if seed in frame.index else None
 
     rows = [
         {
@@ -354,6 +359,7 @@ __all__ = [
     "UNDECIDED",
     "PairedDifference",
     "equivalence",
+    "json_safe",
     "judge_pair",
     "mean_interval",
     "paired_difference",

@@ -23,6 +23,7 @@ import pandas as pd
 from ih_kedro.science.statistics import pareto_bootstrap as pb
 from ih_kedro.science.statistics import pareto_frontier as pf
 from ih_kedro.science.statistics import pareto_robustness as robustness
+from ih_kedro.science.statistics.paired_seeds import json_safe
 from ih_kedro.science.statistics.pareto_cells import (
     aggregate_cells,
     check_formed_matches_status,
@@ -137,7 +138,7 @@ def _frontier_rows(fits: _FrontierFits, ci: np.ndarray, pareto_set: pd.DataFrame
 
 
 def _fitted_summary(base: dict[str, Any], fits: _FrontierFits, ci: np.ndarray) -> dict[str, Any]:
-    """``frontier_summary`` of a fitted frontier (before :func:`_json_safe`)."""
+    """``frontier_summary`` of a fitted frontier (before :func:`json_safe`)."""
     fit, growth, factors, shift = fits.fit, fits.growth, fits.factors, fits.shift
     ratio, ratio_low, ratio_high = fit.coefficient_ratio()
     dropped = {
@@ -241,7 +242,7 @@ def estimate_frontier(
     fits = _fit_the_frontier(runs, params, fit_method, level)
     ci = fits.fit.conf_int()
     table = _frontier_rows(fits, ci, pareto_set)
-    return table, _json_safe(_fitted_summary(base, fits, ci))
+    return table, json_safe(_fitted_summary(base, fits, ci))
 
 
 def _robustness(
@@ -314,25 +315,11 @@ def _degenerate_frontier(
         "budget_shift_extrapolated": {},
         "longer_budget": where,
     }
-    return table, _json_safe(summary)
+    return table, json_safe(summary)
 
 
 def _finite_or_none(value: float) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float | np.floating):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
 
 
 def _longer_budget_sentence(growth: pf.GrowthFit, factors: tuple[float, ...]) -> str:
