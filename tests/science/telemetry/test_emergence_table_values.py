@@ -227,3 +227,19 @@ def test_emergence_min_layer_reads_the_metric_spec_or_the_default():
     assert emergence_min_layer(telemetry, "b", default=3) == 3
     assert emergence_min_layer(telemetry, "missing") == 1
     assert emergence_min_layer(None, "a") == 1 and emergence_min_layer({}, "a", default=0) == 0
+
+
+def test_select_emergence_rows_names_the_parameters_that_chose() -> None:
+    import pandas as pd
+
+    from ih_kedro.science.telemetry.emergence_table import select_emergence_rows
+
+    table = pd.DataFrame({"run_name": ["r", "r", "r"], "metric": "pm",
+                          "method": ["threshold", "threshold", "logistic"],
+                          "threshold": [0.3, 0.5, None], "step": [100.0, 200.0, 150.0]})  # fmt: skip
+    assert select_emergence_rows(table, "pm", "threshold", 0.5)["step"].tolist() == [200.0]
+    assert select_emergence_rows(table, "pm", "logistic")["step"].tolist() == [150.0]
+    with pytest.raises(ValueError, match=r"^x\.threshold: the table has thresholds \[0.3, 0.5\]"):
+        select_emergence_rows(table, "pm", "threshold", threshold_parameter="x.threshold")
+    with pytest.raises(ValueError, match=r"^x\.metric: no emergence rows for metric='nope'"):
+        select_emergence_rows(table, "nope", "threshold", metric_parameter="x.metric")

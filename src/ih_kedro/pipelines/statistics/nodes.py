@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -33,6 +32,9 @@ from ih_kedro.science.statistics.emergence_prediction import (
 )
 from ih_kedro.science.statistics.law_design import RESPONSES
 from ih_kedro.science.statistics.plots import law as law_plots
+from ih_kedro.science.telemetry.emergence_table import (
+    select_emergence_rows as emergence_table_rows,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,24 +78,7 @@ def select_emergence_rows(emergence_table: pd.DataFrame, params: dict[str, Any])
             does not pick one.
     """
     p = _params(params)
-    rows = emergence_table[
-        (emergence_table["metric"] == p["metric"]) & (emergence_table["method"] == p["method"])
-    ]
-    if p["threshold"] is not None:
-        rows = rows[np.isclose(rows["threshold"].astype(float), float(p["threshold"]))]
-    if rows.empty:
-        raise ValueError(
-            f"statistics.metric/method: no emergence rows for metric={p['metric']!r}, "
-            f"method={p['method']!r}, threshold={p['threshold']!r}"
-        )
-    # A chosen threshold keeps every row close to it (a saved table may carry float noise).
-    thresholds = rows["threshold"].dropna().unique() if "threshold" in rows else []
-    if p["threshold"] is None and len(thresholds) > 1:
-        raise ValueError(
-            f"statistics.threshold: the table has thresholds {sorted(map(float, thresholds))} "
-            f"for {p['metric']}/{p['method']}; choose one"
-        )
-    return rows.reset_index(drop=True)
+    return emergence_table_rows(emergence_table, p["metric"], p["method"], p["threshold"])
 
 
 def _failed_summary(p: dict[str, Any], rows: pd.DataFrame, reason: str) -> dict[str, Any]:

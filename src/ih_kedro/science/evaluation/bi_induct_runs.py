@@ -31,6 +31,7 @@ from torch import nn
 
 from ih_kedro.science.evaluation.bi_induct import best_head_samples, checkpoint_summary
 from ih_kedro.science.telemetry.emergence import threshold_crossing
+from ih_kedro.science.telemetry.emergence_table import select_emergence_rows
 from ih_kedro.science.telemetry.probes import snippet_probes
 from ih_kedro.science.telemetry.scores import head_pattern_scores
 
@@ -131,18 +132,15 @@ def load_bearing_curves(
 
 def _emergence(emergence_table: pd.DataFrame, options: Mapping[str, Any]) -> pd.DataFrame:
     """``run_name -> (step, censored)`` of the emergence rows the claims use."""
-    table = emergence_table
-    metric = str(options.get("emergence_metric", "prefix_matching"))
-    method = str(options.get("emergence_method", "threshold"))
-    table = table[(table["metric"] == metric) & (table["method"] == method)]
-    if table["run_name"].duplicated().any():
-        threshold = options.get("emergence_threshold")
-        if threshold is None:
-            raise ValueError(
-                f"bi_induct.evaluation.results.emergence_threshold: the emergence table has several "
-                f"thresholds for {metric}/{method}; name one"
-            )
-        table = table[np.isclose(table["threshold"].astype(float), float(threshold))]
+    where = "bi_induct.evaluation.results.emergence"
+    table = select_emergence_rows(
+        emergence_table,
+        str(options.get("emergence_metric", "prefix_matching")),
+        str(options.get("emergence_method", "threshold")),
+        options.get("emergence_threshold"),
+        metric_parameter=f"{where}_metric/{where}_method",
+        threshold_parameter=f"{where}_threshold",
+    )
     censored = table["censored"].astype(bool).to_numpy()
     step = np.where(censored, table["last_step"].astype(float), table["step"].astype(float))
     return pd.DataFrame(

@@ -18,7 +18,7 @@ run's score curve over checkpoints into an emergence step with a bootstrap CI, o
 - ``emergence``: ``estimate_emergence``, ``emergence_curve``, ``threshold_crossing``,
   ``logistic_midpoint``, ``piecewise_breakpoint``, ``EmergenceEstimate``
 - ``emergence_table``: ``detect_emergence_table``, ``validate_min_layers``, ``check_min_layer``,
-  ``emergence_min_layer``, ``EMERGENCE_COLUMNS``
+  ``emergence_min_layer``, ``select_emergence_rows``, ``EMERGENCE_COLUMNS``
 - ``formation``: ``formation_score``, ``threshold_outcomes``, ``formation_table``,
   ``formed_column``, ``step_column``
 """

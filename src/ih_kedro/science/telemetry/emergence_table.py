@@ -234,6 +234,40 @@ def emergence_min_layer(telemetry: Mapping[str, Any] | None, metric: str, defaul
     return default
 
 
+def select_emergence_rows(
+    table: pd.DataFrame,
+    metric: str,
+    method: str,
+    threshold: float | None = None,
+    *,
+    metric_parameter: str = "statistics.metric/method",
+    threshold_parameter: str = "statistics.threshold",
+) -> pd.DataFrame:
+    """The rows of one ``metric`` / ``method`` (and ``threshold``, when given) of an emergence table.
+
+    A chosen threshold keeps every row close to it (a saved table may carry float noise). The
+    error messages name the parameters that chose (``metric_parameter``, ``threshold_parameter``).
+
+    Raises:
+        ValueError: no rows match, or several thresholds remain and ``threshold`` is None.
+    """
+    rows = table[(table["metric"] == metric) & (table["method"] == method)]
+    if threshold is not None:
+        rows = rows[np.isclose(rows["threshold"].astype(float), float(threshold))]
+    if rows.empty:
+        raise ValueError(
+            f"{metric_parameter}: no emergence rows for metric={metric!r}, "
+            f"method={method!r}, threshold={threshold!r}"
+        )
+    thresholds = rows["threshold"].dropna().unique() if "threshold" in rows else []
+    if threshold is None and len(thresholds) > 1:
+        raise ValueError(
+            f"{threshold_parameter}: the table has thresholds {sorted(map(float, thresholds))} "
+            f"for {metric}/{method}; choose one"
+        )
+    return rows.reset_index(drop=True)
+
+
 def validate_min_layers(
     n_layers: int,
     telemetry: Mapping[str, Any] | None,
