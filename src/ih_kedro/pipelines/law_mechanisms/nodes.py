@@ -47,7 +47,9 @@ def _context_lengths(params: Mapping[str, Any]) -> list[int]:
 def repetition_curves(train_tokens: PackedTokens, params: dict[str, Any]) -> pd.DataFrame:
     """One curve per ``params.sources`` entry (``{label, variant, options}``; ``natural`` is
     the corpus itself): ``source, variant, context_length, share, ci_low, ci_high, n_windows``,
-    ``n_windows`` windows per length (the batch of step 0 of seed ``seed``)."""
+    ``n_windows`` windows per length (the batch of step 0 of seed ``seed``). A source's own
+    ``max_context`` stops its curve there (a variant whose copy events grow with C cannot be
+    placed at every length)."""
     sources = params.get("sources") or [{"label": "corpus", "variant": "natural"}]
     n_windows = int(params.get("n_windows", 200))
     seed = int(params.get("seed", 0))
@@ -63,7 +65,13 @@ def repetition_curves(train_tokens: PackedTokens, params: dict[str, Any]) -> pd.
                                  variant_options=options)  # fmt: skip
             return batch.tokens.numpy()[:, 1:]  # (n, C): the C positions a model predicts
 
-        curve = repetition_curve(windows_at, _context_lengths(params), level=level)
+        lengths = [c for c in _context_lengths(params) if c <= source.get("max_context", c)]
+        if not lengths:
+            raise ValueError(
+                f"law_mechanisms.repetition_curve.sources[{source.get('label', variant)!r}]"
+                f".max_context: {source['max_context']} is below every context length"
+            )
+        curve = repetition_curve(windows_at, lengths, level=level)
         curve.insert(0, "variant", variant)
         curve.insert(0, "source", str(source.get("label", variant)))
         logger.info(
@@ -109,14 +117,41 @@ def mechanism_exponents_figure(table: pd.DataFrame) -> Figure:
     return plot_mechanism_exponents(table)
 
 
+def _with_size(
+    table: pd.DataFrame, manifest: pd.DataFrame, params: Mapping[str, Any]
+) -> pd.DataFrame:
+    """An arm's emergence rows with the model size (``n_parameters``) from its manifest."""
+    rows = _rows(table, params)
+    sizes = manifest.set_index("run_name")["n_parameters"]
+    return rows.assign(n_parameters=rows["run_name"].map(sizes).astype(float))
+
+
 def size_term(
-    emergence_table: pd.DataFrame, sweep_manifest: pd.DataFrame, params: dict[str, Any]
+    emergence_table: pd.DataFrame,
+    sweep_manifest: pd.DataFrame,
+    params: dict[str, Any],
+    reference_table: pd.DataFrame | None = None,
+    reference_manifest: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """The size exponent of ``log S* ~ log B + log C + log size`` on the size arm (model size
-    ``n_parameters`` from the manifest), with its CI and whether it lies inside ``margin``."""
-    rows = _rows(emergence_table, params)
-    sizes = sweep_manifest.set_index("run_name")["n_parameters"]
-    rows = rows.assign(n_parameters=rows["run_name"].map(sizes).astype(float))
+    ``n_parameters`` from the manifest), with its CI and whether it lies inside ``margin``.
+
+    ``reference_table`` / ``reference_manifest`` (the ``today`` arm: the same recipe at
+    another size) add their runs at the size arm's cells and seeds, so that size is not
+    trained twice; their sizes must differ from the size arm's."""
+    rows = _with_size(emergence_table, sweep_manifest, params)
+    if reference_table is not None and reference_manifest is not None:
+        reference = _with_size(reference_table, reference_manifest, params)
+        keys = ["batch_size", "context_length", "seed"]
+        cells = rows[keys].drop_duplicates()
+        reference = reference.merge(cells, on=keys, how="inner")
+        shared = set(reference["n_parameters"]) & set(rows["n_parameters"])
+        if shared:
+            raise ValueError(
+                f"law_mechanisms size term: the reference arm's model size(s) {sorted(shared)} "
+                "are also trained by the size arm; give the size arm only the other sizes"
+            )
+        rows = pd.concat([rows, reference], ignore_index=True)
     try:
         fit = size_term_fit(rows, "n_parameters", float(params.get("size_margin", 0.1)),
                             float(params.get("level", 0.95)))  # fmt: skip
@@ -124,6 +159,7 @@ def size_term(
         logger.warning("law_mechanisms size term not fitted: %s", error)
         return {"status": "not fitted", "reason": str(error), "n_runs": len(rows)}
     fit["status"] = "fitted"
+    fit["sizes"] = sorted(float(n) for n in rows["n_parameters"].dropna().unique())
     logger.info("law_mechanisms size term: c = %.3f [%.3f, %.3f], inside +/-%g: %s", fit["c"],
                 fit["c_ci"][0], fit["c_ci"][1], fit["margin"], fit["inside_margin"])  # fmt: skip
     return json_safe(fit)

@@ -11,8 +11,9 @@
   window (b), both (c), and today's recipe with the published optimizer shape (the set-up
   check). One law per arm with Wald tests against both published forms:
   ``law_mechanisms.mechanism_fits`` (``law_mechanisms.csv``) and its figure.
-- **Size term** (arm :data:`SIZE_ARM`: two model sizes over a 2 x 2 subset of the grid): the size
-  exponent with its CI and whether it lies inside a stated margin of 0.
+- **Size term** (arm :data:`SIZE_ARM`: another model size over a 2 x 2 subset of the grid, fitted
+  with the :data:`SIZE_REFERENCE` arm's runs at the same cells and seeds): the size exponent
+  with its CI and whether it lies inside a stated margin of 0.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ EXPERIMENT = "law_mechanisms"
 ARMS = ("today", "growing_repetition", "distance_window", "both", "setup_check")
 """The arms whose laws are compared (each has its own parameter block)."""
 SIZE_ARM = "size"
+SIZE_REFERENCE = "today"
+"""The arm whose runs at the size arm's cells give the size term its other model size."""
 
 
 def curves_pipeline() -> Pipeline:
@@ -74,12 +77,15 @@ def fits_pipeline() -> Pipeline:
             Node(mechanism_exponents_figure, f"{EXPERIMENT}.mechanism_fits",
                  f"{EXPERIMENT}.mechanism_exponents_plot", name="plot_mechanism_exponents"),
             Node(size_term, [f"{EXPERIMENT}.{SIZE_ARM}.emergence_table",
-                             f"{EXPERIMENT}.{SIZE_ARM}.sweep_manifest", f"params:{EXPERIMENT}.fits"],
+                             f"{EXPERIMENT}.{SIZE_ARM}.sweep_manifest", f"params:{EXPERIMENT}.fits",
+                             f"{EXPERIMENT}.{SIZE_REFERENCE}.emergence_table",
+                             f"{EXPERIMENT}.{SIZE_REFERENCE}.sweep_manifest"],
                  f"{EXPERIMENT}.size_term", name="size_term"),
         ],
         namespace=EXPERIMENT,
         inputs={*tables.values(), f"{EXPERIMENT}.{SIZE_ARM}.emergence_table",
-                f"{EXPERIMENT}.{SIZE_ARM}.sweep_manifest"},
+                f"{EXPERIMENT}.{SIZE_ARM}.sweep_manifest",
+                f"{EXPERIMENT}.{SIZE_REFERENCE}.sweep_manifest"},
         parameters={f"params:{EXPERIMENT}.fits"},
         outputs={f"{EXPERIMENT}.mechanism_fits", f"{EXPERIMENT}.mechanism_exponents_plot",
                  f"{EXPERIMENT}.size_term"},
