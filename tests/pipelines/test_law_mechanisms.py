@@ -43,6 +43,7 @@ def test_registry_has_law_mechanisms(project_root: Path) -> None:
     nodes = {n.name for n in pipelines["law_mechanisms"].nodes}
     assert {"law_mechanisms.repetition_curves", "law_mechanisms.plot_repetition_curves",
             "law_mechanisms.corpus_growth", "law_mechanisms.mechanism_fits",
+            "law_mechanisms.mechanism_contrasts",
             "law_mechanisms.size_term"} <= nodes  # fmt: skip
     # Every arm (and the size arm) is a training sweep + telemetry in its own namespace.
     namespaces = {n.namespace for n in pipelines["law_mechanisms"].nodes}
@@ -110,6 +111,10 @@ def test_law_mechanisms_kedro_run_end_to_end(tmp_path: Path) -> None:
     fits = pd.read_csv(reporting / "law_mechanisms.csv")
     assert fits["arm"].tolist() == ARMS
     assert fits["b"].isna().all() and fits["note"].str.len().gt(0).all()
+    contrasts = pd.read_csv(reporting / "law_mechanisms_contrasts.csv")
+    assert contrasts["arm"].tolist() == ARMS[1:] and (contrasts["reference"] == "today").all()
+    assert (contrasts["verdict_b"] == "undecided").all()
+    assert contrasts["note"].str.startswith("not fitted").all()
     size = json.loads((reporting / "size_term.json").read_text())
     assert size["status"] == "not fitted" and size["reason"]
     assert (reporting / "mechanism_exponents.png").stat().st_size > 0

@@ -25,7 +25,11 @@ from ih_kedro.science.data.repetition_curve import (
     log_spaced_lengths,
     repetition_curve,
 )
-from ih_kedro.science.statistics.law_mechanisms import mechanism_fit_table, size_term_fit
+from ih_kedro.science.statistics.law_mechanisms import (
+    mechanism_contrasts,
+    mechanism_fit_table,
+    size_term_fit,
+)
 from ih_kedro.science.statistics.paired_seeds import json_safe
 from ih_kedro.science.statistics.plots.law import (
     plot_mechanism_exponents,
@@ -109,6 +113,26 @@ def mechanism_fits(params: dict[str, Any], **emergence_tables: pd.DataFrame) -> 
         logger.info("law_mechanisms %s: a = %.3f [%.3f, %.3f], b = %.3f [%.3f, %.3f] %s",
                     row.arm, row.a, row.a_ci_low, row.a_ci_high, row.b, row.b_ci_low,
                     row.b_ci_high, row.note)  # fmt: skip
+    return table
+
+
+def mechanism_contrast_table(
+    params: dict[str, Any], **emergence_tables: pd.DataFrame
+) -> pd.DataFrame:
+    """``law_mechanisms_contrasts.csv``: each arm's exponents minus the reference arm's
+    (``params.contrast``: ``reference``, ``margin``), with CIs, the share of the gap to the
+    published b each switch closes and the verdicts
+    (``statistics.law_mechanisms.mechanism_contrasts``)."""
+    contrast = dict(params.get("contrast") or {})
+    tables = {arm: _rows(table, params) for arm, table in emergence_tables.items()}
+    table = mechanism_contrasts(tables, str(contrast.get("reference", "today")),
+                                margin=float(contrast.get("margin", 0.2)),
+                                level=float(params.get("level", 0.95)))  # fmt: skip
+    for row in table.itertuples(index=False):
+        logger.info("law_mechanisms %s - %s: delta b = %.3f [%.3f, %.3f] (%s), delta a = %.3f "
+                    "[%.3f, %.3f] (%s) %s", row.arm, row.reference, row.delta_b,
+                    row.delta_b_ci_low, row.delta_b_ci_high, row.verdict_b, row.delta_a,
+                    row.delta_a_ci_low, row.delta_a_ci_high, row.verdict_a, row.note)  # fmt: skip
     return table
 
 

@@ -10,7 +10,9 @@
   ``.telemetry``): today's recipe, repetition growing with C (a), a fixed source-distance
   window (b), both (c), and today's recipe with the published optimizer shape (the set-up
   check). One law per arm with Wald tests against both published forms:
-  ``law_mechanisms.mechanism_fits`` (``law_mechanisms.csv``) and its figure.
+  ``law_mechanisms.mechanism_fits`` (``law_mechanisms.csv``) and its figure; each arm against
+  ``today`` (the differences of the exponents, the share of the gap to the published b each
+  switch closes, verdicts): ``law_mechanisms.mechanism_contrasts``.
 - **Size term** (arm :data:`SIZE_ARM`: another model size over a 2 x 2 subset of the grid, fitted
   with the :data:`SIZE_REFERENCE` arm's runs at the same cells and seeds): the size exponent
   with its CI and whether it lies inside a stated margin of 0.
@@ -25,6 +27,7 @@ from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, experiment_stage
 
 from .nodes import (
     corpus_growth,
+    mechanism_contrast_table,
     mechanism_exponents_figure,
     mechanism_fits,
     repetition_curves,
@@ -74,6 +77,8 @@ def fits_pipeline() -> Pipeline:
         [
             Node(mechanism_fits, {"params": f"params:{EXPERIMENT}.fits", **tables},
                  f"{EXPERIMENT}.mechanism_fits", name="mechanism_fits"),
+            Node(mechanism_contrast_table, {"params": f"params:{EXPERIMENT}.fits", **tables},
+                 f"{EXPERIMENT}.mechanism_contrasts", name="mechanism_contrasts"),
             Node(mechanism_exponents_figure, f"{EXPERIMENT}.mechanism_fits",
                  f"{EXPERIMENT}.mechanism_exponents_plot", name="plot_mechanism_exponents"),
             Node(size_term, [f"{EXPERIMENT}.{SIZE_ARM}.emergence_table",
@@ -87,7 +92,8 @@ def fits_pipeline() -> Pipeline:
                 f"{EXPERIMENT}.{SIZE_ARM}.sweep_manifest",
                 f"{EXPERIMENT}.{SIZE_REFERENCE}.sweep_manifest"},
         parameters={f"params:{EXPERIMENT}.fits"},
-        outputs={f"{EXPERIMENT}.mechanism_fits", f"{EXPERIMENT}.mechanism_exponents_plot",
+        outputs={f"{EXPERIMENT}.mechanism_fits", f"{EXPERIMENT}.mechanism_contrasts",
+                 f"{EXPERIMENT}.mechanism_exponents_plot",
                  f"{EXPERIMENT}.size_term"},
     )  # fmt: skip
 

@@ -15,7 +15,8 @@ the pipelines publish.
 - ``emergence_law``: ``fit_emergence_law``, ``EmergenceLawFit``, ``SEED_EXPONENTS``
 - ``emergence_prediction``: ``predict_emergence``, ``fit_summary_table``, ``fit_summary_dict``,
   ``observed_vs_predicted``
-- ``law_mechanisms``: ``mechanism_fit_table``, ``size_term_fit``, ``table_columns``,
+- ``law_mechanisms``: ``mechanism_fit_table``, ``mechanism_contrasts``, ``contrast_verdict``,
+  ``CONTRAST_COLUMNS``, ``size_term_fit``, ``table_columns``,
   ``emerged_mask``, ``PUBLISHED_FORMS``, ``DEFAULT_OPTIONS``
 - ``pareto_frontier``: ``fit_frontier``, ``pareto_minimal_cells``, ``fit_sstar_growth``,
   ``budget_shift``, ``FrontierFit``

@@ -11,6 +11,10 @@ fit's: ``F`` on (exponents tested, residual df) for OLS, where the residual df i
 configurations and k coefficients under the cluster-robust covariance; ``chi2`` on the exponents
 tested for Tobit.
 
+:func:`mechanism_contrasts` compares each arm with the reference arm (``today``) in one pooled
+fit per pair: the differences of the exponents with cluster-robust CIs, the share of the gap to
+the published ``b`` a switch closes, and a verdict per exponent (:func:`contrast_verdict`).
+
 :func:`size_term_fit` adds ``log size`` to the law (``S* ∝ size^(-c)``) and asks whether the
 size exponent ``c`` is negligible: its CI inside ``[-margin, margin]``.
 
@@ -329,3 +333,134 @@ def size_term_fit(
         "n_clusters": int(core.n_clusters),
         "df_resid": float(core.df_resid),
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Each arm against the reference arm: how far a switch moves the exponents
+# --------------------------------------------------------------------------------------------
+CONTRAST_COLUMNS = [
+    "arm",
+    "reference",
+    "delta_a",
+    "delta_a_ci_low",
+    "delta_a_ci_high",
+    "delta_b",
+    "delta_b_ci_low",
+    "delta_b_ci_high",
+    "share_of_b_gap",
+    "verdict_a",
+    "verdict_b",
+    "n_runs",
+    "n_clusters",
+    "df_resid",
+    "note",
+]
+
+
+def _emerged_runs(table: pd.DataFrame) -> pd.DataFrame:
+    missing = [c for c in ("step", "batch_size", "context_length") if c not in table.columns]
+    if missing:
+        raise ValueError(f"emergence table misses columns {missing}")
+    return table.loc[emerged_mask(table)].reset_index(drop=True)
+
+
+def contrast_verdict(delta: float, ci: tuple[float, float], toward: float, margin: float) -> str:
+    """How a switch moved an exponent, read on the CI of ``delta`` (arm minus reference).
+
+    ``moves toward`` / ``moves away`` the published value (``toward`` is the sign of
+    published minus the reference's value) when the CI excludes 0; ``no effect`` when it lies
+    inside ``[-margin, margin]``; ``undecided`` otherwise (also for a NaN CI)."""
+    low, high = ci
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "undecided"
+    if low > 0 or high < 0:
+        return "moves toward" if np.sign(delta) == np.sign(toward) else "moves away"
+    if -margin <= low and high <= margin:
+        return "no effect"
+    return "undecided"
+
+
+def _contrast(arm: pd.DataFrame, reference: pd.DataFrame, level: float):  # noqa: ANN202
+    """Pooled OLS ``log S* = t0 + dt D - (a + da D) log B - (b + db D) log C`` (``D`` = 1 on
+    the arm's runs), cluster-robust by (arm, B, C): ``(core, da, da_ci, db, db_ci)``."""
+    runs = pd.concat([reference.assign(_arm=0.0), arm.assign(_arm=1.0)], ignore_index=True)
+    d = runs["_arm"].to_numpy(dtype=float)  # (n,)
+    log_b = np.log(runs["batch_size"].to_numpy(dtype=float))  # (n,)
+    log_c = np.log(runs["context_length"].to_numpy(dtype=float))  # (n,)
+    X = np.column_stack([np.ones(len(runs)), d, log_b, d * log_b, log_c, d * log_c])  # (n, 6)
+    if np.linalg.matrix_rank(X) < X.shape[1] or len(runs) <= X.shape[1]:
+        raise ValueError("needs >= 2 levels of B and of C in both arms and more runs than 6")
+    groups = runs[["_arm", "batch_size", "context_length"]].astype(str).agg("|".join, axis=1)
+    core = fit_ols(np.log(runs["step"].to_numpy(dtype=float)), X, groups.to_numpy())
+
+    def delta(index: int) -> tuple[float, tuple[float, float]]:
+        low, high = coefficient_ci(core, index, level)
+        return -float(core.params[index]), (-float(high), -float(low))
+
+    return (core, *delta(3), *delta(5))
+
+
+def mechanism_contrasts(
+    emergence_tables: Mapping[str, pd.DataFrame],
+    reference: str = "today",
+    *,
+    published: tuple[float, float] = PUBLISHED_FORMS["aoyama_sqrt_BC"],
+    margin: float = 0.2,
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """Each arm's exponents minus the reference arm's, from one pooled fit per pair.
+
+    The pooled fit (:func:`_contrast`) shares nothing but the design between the two arms
+    (intercept and both exponents differ), so ``delta_a`` / ``delta_b`` equal the difference of
+    the two arms' own OLS exponents, with a CI that is cluster-robust by configuration.
+
+    Args:
+        emergence_tables: ``{arm: emergence table}`` (one metric/method/threshold; ``step``,
+            ``batch_size``, ``context_length`` and ``status`` or ``censored``); runs that
+            emerged are fitted.
+        reference: the arm the others are compared with.
+        published: the published ``(a, b)`` a switch may move the exponents toward.
+        margin: ``no effect`` when a difference's CI lies inside ``[-margin, margin]``.
+        level: CI level.
+
+    Returns:
+        One row per arm other than ``reference``, columns :data:`CONTRAST_COLUMNS`:
+        ``delta_a`` / ``delta_b`` with CIs, ``share_of_b_gap`` = ``delta_b / (published b -
+        reference b)`` (the share of the gap to the published b the switch closes), verdicts
+        from :func:`contrast_verdict`, ``n_runs`` (both arms' runs that emerged), ``n_clusters``,
+        ``df_resid``, ``note`` (why a row is NaN).
+
+    Raises:
+        ValueError: ``reference`` is not an arm, or ``margin`` < 0.
+    """
+    if reference not in emergence_tables:
+        raise ValueError(f"reference arm {reference!r} not among {list(emergence_tables)}")
+    if margin < 0:
+        raise ValueError(f"margin: must be >= 0, got {margin}")
+    base = _emerged_runs(emergence_tables[reference])
+    rows = []
+    for arm, table in emergence_tables.items():
+        if arm == reference:
+            continue
+        row = dict.fromkeys(CONTRAST_COLUMNS, math.nan) | {"arm": arm, "reference": reference}
+        try:
+            runs = _emerged_runs(table)
+            core, da, da_ci, db, db_ci = _contrast(runs, base, level)
+        except (ValueError, np.linalg.LinAlgError) as error:
+            rows.append(row | {"verdict_a": "undecided", "verdict_b": "undecided",
+                               "note": f"not fitted: {error}"})  # fmt: skip
+            continue
+        # The reference's own exponents are the pooled fit's main effects: a = -p[2], b = -p[4].
+        gap_a = published[0] + float(core.params[2])
+        gap = published[1] + float(core.params[4])
+        row |= {
+            "delta_a": da, "delta_a_ci_low": da_ci[0], "delta_a_ci_high": da_ci[1],
+            "delta_b": db, "delta_b_ci_low": db_ci[0], "delta_b_ci_high": db_ci[1],
+            "share_of_b_gap": db / gap if gap else math.nan,
+            "verdict_a": contrast_verdict(da, da_ci, gap_a, margin),
+            "verdict_b": contrast_verdict(db, db_ci, gap, margin),
+            "n_runs": int(len(runs) + len(base)), "n_clusters": int(core.n_clusters),
+            "df_resid": float(core.df_resid), "note": "",
+        }  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows, columns=CONTRAST_COLUMNS)
