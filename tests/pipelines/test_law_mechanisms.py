@@ -18,7 +18,8 @@ import pytest
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
-from ih_kedro.pipelines.law_mechanisms.nodes import size_term
+from ih_kedro.pipelines.law_mechanisms.nodes import repetition_curves, size_term
+from ih_kedro.science.data.packed import PackedTokens
 from tests.micro_project import (
     base_parameters,
     deep_merge,
@@ -170,3 +171,17 @@ def test_size_term_refuses_a_reference_arm_of_the_same_size() -> None:
     same = _law_arm(1e5, 0.0, [(64, 32), (64, 64), (128, 32), (128, 64)], "b")
     with pytest.raises(ValueError, match=r"model size\(s\) \[100000.0\]"):
         size_term(*small, FIT_PARAMS, *same)
+
+
+def test_a_source_curve_stops_at_its_own_max_context_and_refuses_one_below_every_length() -> None:
+    corpus = PackedTokens(tokens=np.arange(5000, dtype=np.uint16) % 97, vocab_size=97,
+                          eos_token_id=0)  # fmt: skip
+    params = {"context_lengths": [16, 32, 64], "n_windows": 8,
+              "sources": [{"label": "all", "variant": "natural"},
+                          {"label": "short", "variant": "natural", "max_context": 32}]}  # fmt: skip
+    curves = repetition_curves(corpus, params)
+    assert curves.groupby("source")["context_length"].apply(list).to_dict() == {
+        "all": [16, 32, 64], "short": [16, 32]}  # fmt: skip
+    params["sources"][1]["max_context"] = 8
+    with pytest.raises(ValueError, match=r"sources\['short'\].max_context: 8 is below every"):
+        repetition_curves(corpus, params)
