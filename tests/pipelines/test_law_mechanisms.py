@@ -145,7 +145,9 @@ def _law_arm(
                      "method": "threshold", "threshold": 0.4, "step": step,
                      "status": "emerged", "censored": False})  # fmt: skip
     table = pd.DataFrame(rows)
-    manifest = pd.DataFrame({"run_name": table["run_name"], "n_parameters": size})
+    # Learned positions: a model has C x 4 more parameters at context C (not part of its size).
+    manifest = pd.DataFrame({"run_name": table["run_name"], "preset": f"{prefix}-preset",
+                             "n_parameters": size + 4 * (table["context_length"] - 32)})  # fmt: skip
     return table, manifest
 
 

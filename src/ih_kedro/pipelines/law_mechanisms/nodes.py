@@ -144,9 +144,12 @@ def mechanism_exponents_figure(table: pd.DataFrame) -> Figure:
 def _with_size(
     table: pd.DataFrame, manifest: pd.DataFrame, params: Mapping[str, Any]
 ) -> pd.DataFrame:
-    """An arm's emergence rows with the model size (``n_parameters``) from its manifest."""
+    """An arm's emergence rows with the model size (``n_parameters``) from its manifest: each
+    preset's fewest parameters over the arm's runs (learned positions grow with C, so a run's
+    own count would let C leak into the size term)."""
     rows = _rows(table, params)
-    sizes = manifest.set_index("run_name")["n_parameters"]
+    per_preset = manifest.groupby("preset")["n_parameters"].transform("min")
+    sizes = pd.Series(per_preset.to_numpy(), index=manifest["run_name"])
     return rows.assign(n_parameters=rows["run_name"].map(sizes).astype(float))
 
 
