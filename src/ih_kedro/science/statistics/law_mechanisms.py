@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ih_kedro.science.statistics.censored_regression import coefficient_ci, fit_ols
+from ih_kedro.science.statistics.censored_regression import RegressionFit, coefficient_ci, fit_ols
 from ih_kedro.science.statistics.emergence_law import (
     CENSORED_HANDLING,
     EmergenceLawFit,
@@ -241,6 +241,12 @@ def mechanism_fit_table(
 # --------------------------------------------------------------------------------------------
 # The law with a model-size term
 # --------------------------------------------------------------------------------------------
+def _exponent(core: RegressionFit, index: int, level: float) -> tuple[float, tuple[float, float]]:
+    """The exponent ``-params[index]`` of a fit on ``log S*`` and its CI (bounds negated)."""
+    low, high = coefficient_ci(core, index, level)
+    return -float(core.params[index]), (-float(high), -float(low))
+
+
 def _size_runs(table: pd.DataFrame, size_column: str) -> pd.DataFrame:
     """The runs that emerged, checked for positive B, C and size and for the levels the size
     term needs (>= 2 of each of B, C and size)."""
@@ -309,13 +315,9 @@ def size_term_fit(
     groups = runs[list(columns)].astype(str).agg("|".join, axis=1).to_numpy()
     core = fit_ols(np.log(runs["step"].to_numpy(dtype=float)), X, groups)
 
-    def exponent(index: int) -> tuple[float, tuple[float, float]]:
-        low, high = coefficient_ci(core, index, level)
-        return -float(core.params[index]), (-float(high), -float(low))
-
-    a, a_ci = exponent(1)
-    b, b_ci = exponent(2)
-    c, c_ci = exponent(3)
+    a, a_ci = _exponent(core, 1, level)
+    b, b_ci = _exponent(core, 2, level)
+    c, c_ci = _exponent(core, 3, level)
     se = math.sqrt(core.cov[3, 3]) if core.cov[3, 3] > 0 else math.nan
     p_value = float(2 * stats.t.sf(abs(c) / se, core.df_resid)) if se > 0 else math.nan
     return {
@@ -392,12 +394,7 @@ def _contrast(arm: pd.DataFrame, reference: pd.DataFrame, level: float):  # noqa
         raise ValueError("needs >= 2 levels of B and of C in both arms and more runs than 6")
     groups = runs[["_arm", "batch_size", "context_length"]].astype(str).agg("|".join, axis=1)
     core = fit_ols(np.log(runs["step"].to_numpy(dtype=float)), X, groups.to_numpy())
-
-    def delta(index: int) -> tuple[float, tuple[float, float]]:
-        low, high = coefficient_ci(core, index, level)
-        return -float(core.params[index]), (-float(high), -float(low))
-
-    return (core, *delta(3), *delta(5))
+    return (core, *_exponent(core, 3, level), *_exponent(core, 5, level))
 
 
 def mechanism_contrasts(
