@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from ih_kedro.datasets.packed_tokens import PackedTokensDataset
-from ih_kedro.pipelines.training.nodes import make_online_evaluator
+from ih_kedro.science.telemetry.online import make_online_evaluator
 from ih_kedro.science.training.checkpoints import CheckpointStore
 from ih_kedro.science.training.grid import expand_grid, sweep_probe_length
 from ih_kedro.science.training.run import train_run

@@ -86,12 +86,18 @@ def test_build_engine_wraps_adamw_and_the_schedule(monkeypatch: pytest.MonkeyPat
         engine.destroy()
 
 
-def test_allreduce_is_kept_with_two_ranks() -> None:
-    engine = types.SimpleNamespace(enable_backward_allreduce=True)
-    distributed.skip_allreduce_in_world_of_one(engine, 2)
-    assert engine.enable_backward_allreduce is True
-    distributed.skip_allreduce_in_world_of_one(engine, 1)
-    assert engine.enable_backward_allreduce is False
+@pytest.mark.parametrize(
+    ("world_size", "zero_stage", "skipped"),
+    [(1, 0, True), (2, 0, False), (1, 1, False), (1, 2, False), (2, 2, False)],
+)
+def test_allreduce_is_skipped_only_for_one_rank_without_zero(
+    world_size: int, zero_stage: int, skipped: bool
+) -> None:
+    engine = types.SimpleNamespace(
+        enable_backward_allreduce=True, zero_optimization_stage=lambda: zero_stage
+    )
+    distributed.skip_allreduce_in_world_of_one(engine, world_size)
+    assert engine.enable_backward_allreduce is (not skipped)
 
 
 def test_free_port_is_an_unprivileged_bindable_port() -> None:

@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from ih_kedro.pipelines.training.nodes import make_online_evaluator
+from ih_kedro.science.telemetry.online import make_online_evaluator
 from ih_kedro.science.training.checkpoints import CheckpointStore
 from ih_kedro.science.training.sweep import (
     ExecutorConfig,

@@ -144,11 +144,14 @@ def build_engine(
 
 
 def skip_allreduce_in_world_of_one(engine: Any, world_size: int) -> None:
-    """Turn off the engine's gradient all-reduce when there is one rank.
+    """Turn off the engine's gradient all-reduce when there is one rank and no ZeRO partitioning.
 
     Averaging gradients over a world of one flattens, "reduces" and copies back every gradient
     each step (~1 ms, ~4% of a step of the tiny CPU models); the result is the same gradients.
-    With two or more ranks the all-reduce stays on.
+    With two or more ranks the all-reduce stays on. Under ZeRO stage 1 or 2 it stays on in a
+    world of one too: there the "reduction" is what hands the gradients to the ZeRO optimizer's
+    partitions, and without it the first ``step()`` finds none (a ``KeyError`` in DeepSpeed's
+    overflow check: the paper configuration, ZeRO-2 with one rank per run, failed so).
     """
-    if world_size == 1:
+    if world_size == 1 and engine.zero_optimization_stage() == 0:
         engine.enable_backward_allreduce = False

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from ih_kedro.pipelines.training.nodes import make_online_evaluator
 from ih_kedro.science.data.packed import PackedTokens
+from ih_kedro.science.telemetry.online import make_online_evaluator
 from ih_kedro.science.training.models import build_model
 from tests.science.telemetry.conftest import VOCAB, build_handset_model
 
