@@ -221,8 +221,9 @@ def run_paper(args: argparse.Namespace) -> None:
             row.update(json.loads(lines[-1]))
             row["error"] = ""
         else:
-            tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
-            row.update(batch_size=batch_size, context_length=context_length, error=" | ".join(tail))
+            output = (result.stderr + result.stdout).splitlines()
+            errors = [line for line in output if "Error" in line] or output[-3:]
+            row.update(batch_size=batch_size, context_length=context_length, error=errors[-1][:300])
         row["process_seconds"] = round(time.perf_counter() - started, 1)
         append_row(out, row)
         logger.info("%s: %s", cell, row)

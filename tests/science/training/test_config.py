@@ -24,6 +24,8 @@ from .test_run import VOCAB, make_config
         ({"max_steps": None, "max_tokens": None}, 10_000, "training.max_steps"),
         ({"deepspeed": {"optimizer": {"type": "Adam"}}}, 10_000, "training.deepspeed.optimizer"),
         ({"variant_options": {"copy_rate": 2.0}}, 10_000, "training.copy_rate"),
+        ({"micro_batch_tokens": 8}, 10_000, "training.micro_batch_tokens"),  # < one C=16 row
+        ({"micro_batch_tokens": 64.0}, 10_000, "training.micro_batch_tokens"),
     ],
 )
 def test_validation_names_the_parameter(overrides, corpus, parameter):

@@ -36,3 +36,14 @@ def test_deepspeed_config_splits_the_batch_and_copies():
     assert str(error.value) == (
         "training.batch_sizes: batch size 8 is not divisible by the 3 data-parallel ranks"
     )
+
+
+def test_deepspeed_config_accumulates_micro_batches():
+    config = deepspeed_config_for_run({}, batch_size=24, world_size=2, micro_batch_rows=4)
+    assert config["train_micro_batch_size_per_gpu"] == 4
+    assert config["gradient_accumulation_steps"] == 3  # 12 rows per rank in 3 passes
+    whole = deepspeed_config_for_run({}, batch_size=24, world_size=2, micro_batch_rows=12)
+    assert whole["gradient_accumulation_steps"] == 1
+    for bad in (5, 0):
+        with pytest.raises(ValueError, match=r"training\.micro_batch_tokens: "):
+            deepspeed_config_for_run({}, batch_size=24, world_size=2, micro_batch_rows=bad)

@@ -129,6 +129,33 @@ def test_bf16_zero_2_run_with_one_rank_learns(tmp_path):
     assert losses[-1] < losses[0] - 0.5
 
 
+@pytest.mark.parametrize("stage", [0, 2])
+def test_micro_batches_accumulate_to_the_whole_batch_step(tmp_path, stage):
+    """Gradient accumulation over micro-batches (2 passes of 4 rows for B=8) takes the steps of
+    the one-pass run: same losses, LR schedule and (fp32, up to summation order) weights."""
+    deepspeed = {"zero_optimization": {"stage": stage}}
+    whole, split = RecordingTracker(), RecordingTracker()
+    train_run(make_config(deepspeed=deepspeed), make_packed(), CheckpointStore(tmp_path / "a"),
+              tracker=whole)  # fmt: skip
+    config = make_config(deepspeed=deepspeed, micro_batch_tokens=4 * 16)
+    assert config.micro_batch_rows() == 4
+    store = CheckpointStore(tmp_path / "b")
+    summary = train_run(config, make_packed(), store, tracker=split)
+    assert summary["steps_trained"] == 12 and summary["tokens_seen"] == 12 * 8 * 16
+
+    def logged(tracker, key):
+        return [m[key] for _, m in tracker.metrics if key in m]
+
+    assert logged(split, "lr") == logged(whole, "lr")
+    np.testing.assert_allclose(logged(split, "loss"), logged(whole, "loss"), rtol=1e-5)
+    expected = load_file(
+        CheckpointStore(tmp_path / "a").checkpoint_dir("tiny", 12) / "model.safetensors"
+    )
+    actual = load_file(store.checkpoint_dir("tiny", 12) / "model.safetensors")
+    for key in expected:
+        torch.testing.assert_close(actual[key], expected[key], rtol=1e-4, atol=1e-6)
+
+
 def test_deepspeed_training_reduces_loss(tmp_path):
     tracker = RecordingTracker()
     config = make_config(max_steps=40, log_every=5, checkpoint_every=40)

@@ -79,6 +79,19 @@ class TrainingRunConfig:
     early_stop_margin_factor: float = 1.5
     early_stop_min_extra_steps: int = 100
     deepspeed: dict[str, Any] = field(default_factory=dict)
+    # The most tokens one forward/backward pass holds: a rank's B/W rows go through in equal
+    # micro-batches of at most this many tokens whose gradients add up to one optimizer step
+    # (DeepSpeed gradient accumulation). None: the rank's whole batch in one pass.
+    micro_batch_tokens: int | None = None
+
+    def micro_batch_rows(self, world_size: int = 1) -> int:
+        """Rows per forward pass on a rank: the largest divisor of ``B / world_size`` whose
+        micro-batch holds at most ``micro_batch_tokens`` tokens (all rows when unset)."""
+        rows = self.batch_size // world_size
+        if self.micro_batch_tokens is None:
+            return rows
+        fitting = max(1, int(self.micro_batch_tokens) // self.context_length)
+        return max(d for d in range(1, min(rows, fitting) + 1) if rows % d == 0)
 
     @property
     def tokens_per_step(self) -> int:
@@ -131,6 +144,7 @@ def validate_run_config(config: TrainingRunConfig, vocab_size: int, corpus_token
     """
     _check_run_name(config.run_name)
     _check_sizes(config)
+    _check_micro_batch(config)
     _check_preset(config.preset)
     _check_corpus(config, vocab_size, corpus_tokens)
     _check_data_variant(config)
@@ -158,6 +172,18 @@ def _check_sizes(config: TrainingRunConfig) -> None:
         if not isinstance(value, int | np.integer) or value <= 0:
             label = key.replace("_", " ")
             raise ValueError(f"{_param(key)}: {label} must be a positive integer, got {value!r}")
+
+
+def _check_micro_batch(config: TrainingRunConfig) -> None:
+    """Raise unless ``micro_batch_tokens`` is unset or holds at least one sequence of ``C``."""
+    value = config.micro_batch_tokens
+    if value is None:
+        return
+    if not isinstance(value, int | np.integer) or value < config.context_length:
+        raise ValueError(
+            f"{_param('micro_batch_tokens')}: a micro-batch must hold at least one sequence of "
+            f"the context length {config.context_length} tokens, got {value!r}{_where(config)}"
+        )
 
 
 def _check_preset(preset: Any) -> None:

@@ -86,18 +86,29 @@ def _no_shm_op_in_a_world_of_one(device_name: str) -> Iterator[None]:
 
 
 def deepspeed_config_for_run(
-    ds_config: Mapping[str, Any], batch_size: int, world_size: int
+    ds_config: Mapping[str, Any],
+    batch_size: int,
+    world_size: int,
+    micro_batch_rows: int | None = None,
 ) -> dict[str, Any]:
-    """The DeepSpeed config of one run: the run's ``B`` split over ranks, no accumulation."""
+    """The DeepSpeed config of one run: the run's ``B`` split over ranks, and each rank's share
+    in micro-batches of ``micro_batch_rows`` (default: all of it, no accumulation)."""
     if batch_size % world_size:
         raise ValueError(
             f"training.batch_sizes: batch size {batch_size} is not divisible by the "
             f"{world_size} data-parallel ranks"
         )
+    rows = batch_size // world_size
+    micro = rows if micro_batch_rows is None else int(micro_batch_rows)
+    if micro <= 0 or rows % micro:
+        raise ValueError(
+            f"training.micro_batch_tokens: {micro} rows per micro-batch do not divide the "
+            f"{rows} rows of a rank's batch"
+        )
     config = json.loads(json.dumps(dict(ds_config)))  # deep copy of plain data
     config.pop("train_batch_size", None)
-    config["train_micro_batch_size_per_gpu"] = batch_size // world_size
-    config["gradient_accumulation_steps"] = 1
+    config["train_micro_batch_size_per_gpu"] = micro
+    config["gradient_accumulation_steps"] = rows // micro
     config.setdefault("steps_per_print", 10**12)
     config.setdefault("wall_clock_breakdown", False)
     return config
@@ -131,7 +142,9 @@ def build_engine(
         )
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-    ds_config = deepspeed_config_for_run(config.deepspeed, config.batch_size, world_size)
+    ds_config = deepspeed_config_for_run(
+        config.deepspeed, config.batch_size, world_size, config.micro_batch_rows(world_size)
+    )
     engine, optimizer, _, scheduler = deepspeed.initialize(
         model=model,
         optimizer=optimizer,

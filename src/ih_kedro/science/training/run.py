@@ -356,7 +356,8 @@ def _train_step(
     device: Any,
     variant_options: Mapping[str, Any],
 ) -> tuple[Batch, torch.Tensor]:
-    """One optimizer step on this rank's rows of the batch of ``step``.
+    """One optimizer step on this rank's rows of the batch of ``step``, in micro-batches of
+    ``config.micro_batch_rows`` rows (gradient accumulation) when the rows exceed it.
 
     Returns the whole batch and this rank's mean next-token loss (nats).
     """
@@ -371,14 +372,20 @@ def _train_step(
         variant_options=variant_options,
     )
     tokens = batch.tokens[rows].to(device)  # (B/W, C+1)
-    logits = engine(input_ids=tokens[:, :-1]).logits  # (B/W, C, vocab)
-    loss = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.size(-1)).float(),  # (B/W·C, vocab)
-        tokens[:, 1:].reshape(-1),  # (B/W·C,)
-    )
-    engine.backward(loss)
-    engine.step()
-    return batch, loss
+    micro_batches = tokens.split(config.micro_batch_rows(run.world_size))  # each (m, C+1)
+    losses = []
+    for micro in micro_batches:
+        logits = engine(input_ids=micro[:, :-1]).logits  # (m, C, vocab)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)).float(),  # (m·C, vocab)
+            micro[:, 1:].reshape(-1),  # (m·C,)
+        )
+        # DeepSpeed divides by the accumulation steps and steps the optimizer (and the LR
+        # schedule) only after the last micro-batch of the step.
+        engine.backward(loss)
+        engine.step()
+        losses.append(loss.detach())
+    return batch, torch.stack(losses).mean()
 
 
 def _count_batch(
