@@ -212,17 +212,25 @@ def run_paper(args: argparse.Namespace) -> None:
         batch_size, context_length = (int(v) for v in cell.split("x"))
         command = [sys.executable, __file__, "paper-cell", cell, "--steps", str(args.steps)]
         started = time.perf_counter()
-        result = subprocess.run(
-            command, check=False, capture_output=True, text=True, timeout=args.cell_timeout
-        )
         row: dict[str, Any] = {"device": device_name(), "cell": cell}
-        lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
-        if result.returncode == 0 and lines:
-            row.update(json.loads(lines[-1]))
+        try:
+            result = subprocess.run(
+                command, check=False, capture_output=True, text=True, timeout=args.cell_timeout
+            )
+        except subprocess.TimeoutExpired:
+            result = None
+        lines = [] if result is None else result.stdout.splitlines()
+        results = [line for line in lines if line.startswith("{")]
+        if result is not None and result.returncode == 0 and results:
+            row.update(json.loads(results[-1]))
             row["error"] = ""
         else:
-            output = (result.stderr + result.stdout).splitlines()
-            errors = [line for line in output if "Error" in line] or output[-3:]
+            output = [] if result is None else (result.stderr + result.stdout).splitlines()
+            errors = (
+                [line for line in output if "Error" in line]
+                or output[-3:]
+                or [f"no result within --cell-timeout {args.cell_timeout:g} s"]
+            )
             row.update(batch_size=batch_size, context_length=context_length, error=errors[-1][:300])
         row["process_seconds"] = round(time.perf_counter() - started, 1)
         append_row(out, row)
