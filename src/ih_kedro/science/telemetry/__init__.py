@@ -21,4 +21,5 @@ run's score curve over checkpoints into an emergence step with a bootstrap CI, o
   ``emergence_min_layer``, ``select_emergence_rows``, ``EMERGENCE_COLUMNS``
 - ``formation``: ``formation_score``, ``threshold_outcomes``, ``formation_table``,
   ``formed_column``, ``step_column``
+- ``online``: ``make_online_evaluator`` (what a training run watches for its early stop)
 """
