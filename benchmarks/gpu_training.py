@@ -12,7 +12,9 @@ Two parts, each writing one CSV row per run as it finishes (a killed job keeps w
 ``law_fit``
     The embedded default grid (``conf/base/parameters_law_fit.yml``: 9 cells x 2 seeds of the
     attention-only 2-layer model on the packed KJV corpus, fp32 as on CPU), seed 0 of every
-    cell first. Per run: the online emergence step S*, steps, tokens/s. Run it on a CPU too
+    cell first (``--tokens``: the packed corpus ``kedro run --pipeline=data_engineering`` writes
+    to ``data/05_model_input/train_tokens``; copy that folder to a GPU machine without Kedro).
+    Per run: the online emergence step S*, steps, tokens/s. Run it on a CPU too
     (``--shard i/n`` splits the runs between processes) and hold the two tables side by side:
     same configs, same batches, only the device's arithmetic differs.
 
