@@ -47,18 +47,18 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
+from paper_projection import flops_per_token, paper_vocab_size  # benchmarks/, beside this file
 
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.data.tokenization import read_packed_tokens
 from ih_kedro.science.telemetry.online import make_online_evaluator
 from ih_kedro.science.training.checkpoints import CheckpointStore
 from ih_kedro.science.training.grid import expand_grid, sweep_probe_length
-from ih_kedro.science.training.models import build_model, training_flops_per_token
+from ih_kedro.science.training.models import build_model
 from ih_kedro.science.training.run import train_run
 from ih_kedro.science.training.sweep import ExecutorConfig, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-PAPER_VOCAB = 50_257
 H200_PEAK_BF16_TFLOPS = 989.0  # dense bf16 peak of an H100/H200 SXM (the MFU denominator)
 logger = logging.getLogger("gpu_training")
 
@@ -182,13 +182,12 @@ def paper_cell(batch_size: int, context_length: int, steps: int) -> dict[str, An
     """Train one paper cell on random tokens; its steady tokens/s, MFU and peak memory."""
     config = paper_config(batch_size, context_length, steps)
     n_tokens = (steps + 2) * batch_size * (context_length + 1) * 2
-    tokens = np.random.default_rng(0).integers(1, PAPER_VOCAB, n_tokens, dtype=np.uint32)
-    packed = PackedTokens(tokens=tokens, vocab_size=PAPER_VOCAB, eos_token_id=0, checksum="r")
-    model = build_model(config.preset, PAPER_VOCAB, config.positions, seed=0)
-    d_model = model.config.hidden_size
-    # As benchmarks/paper_projection.py: the manifest's 6N + 6LCd plus the LM head's 6 d V.
-    per_token = training_flops_per_token(model, context_length) + 6 * d_model * PAPER_VOCAB
-    del model
+    vocab = paper_vocab_size()
+    tokens = np.random.default_rng(0).integers(1, vocab, n_tokens, dtype=np.uint32)
+    packed = PackedTokens(tokens=tokens, vocab_size=vocab, eos_token_id=0, checksum="r")
+    # As benchmarks/paper_projection.py counts them (the MFU's numerator).
+    per_token = flops_per_token(build_model(config.preset, vocab, config.positions, seed=0),
+                                context_length, vocab)  # fmt: skip
     tracker = RecordingTracker()
     with tempfile.TemporaryDirectory() as root:
         summary = train_run(config, packed, CheckpointStore(root), tracker)

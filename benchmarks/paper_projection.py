@@ -23,6 +23,18 @@ from ih_kedro.science.training.models import build_model, training_flops_per_tok
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def paper_vocab_size() -> int:
+    """The paper tokenizer's vocabulary size (``conf/paper/parameters_data_engineering.yml``)."""
+    data = yaml.safe_load((ROOT / "conf/paper/parameters_data_engineering.yml").read_text())
+    return int(data["data_engineering"]["tokenizer"]["vocab_size"])
+
+
+def flops_per_token(model, context_length: int, vocab: int) -> float:
+    """Training FLOPs per token: the manifest's 6N + 6LCd plus the LM head's 6·d·V."""
+    d_model = model.config.hidden_size
+    return training_flops_per_token(model, context_length) + 6 * d_model * vocab
+
+
 def lpt_makespan(costs: list[float], n_workers: int) -> float:
     """Longest-processing-time-first schedule of ``costs`` on ``n_workers``: the makespan."""
     loads = [0.0] * n_workers
@@ -51,8 +63,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     params = yaml.safe_load((ROOT / "conf/paper/parameters_law_fit.yml").read_text())
-    data = yaml.safe_load((ROOT / "conf/paper/parameters_data_engineering.yml").read_text())
-    vocab = int(data["data_engineering"]["tokenizer"]["vocab_size"])
+    vocab = paper_vocab_size()
     configs = expand_grid(params["law_fit"]["training"])
     rate = args.peak_tflops * 1e12 * args.mfu  # FLOP/s per GPU
     models: dict = {}
@@ -62,8 +73,7 @@ def main() -> None:
         if key not in models:
             models[key] = build_model(config.preset, vocab, config.positions, seed=0)
         model = models[key]
-        d_model = model.config.hidden_size
-        per_token = training_flops_per_token(model, config.context_length) + 6 * d_model * vocab
+        per_token = flops_per_token(model, config.context_length, vocab)
         tokens = config.total_steps * config.tokens_per_step * args.tokens_fraction
         costs.append(per_token * tokens / rate)  # seconds on one GPU
     total = sum(costs)

@@ -356,8 +356,8 @@ def _train_step(
     device: Any,
     variant_options: Mapping[str, Any],
 ) -> tuple[Batch, torch.Tensor]:
-    """One optimizer step on this rank's rows of the batch of ``step``, in micro-batches of
-    ``config.micro_batch_rows`` rows (gradient accumulation) when the rows exceed it.
+    """One optimizer step on this rank's rows of the batch of ``step``, in the engine's
+    micro-batches (``config.micro_batch_rows`` rows; gradient accumulation) when the rows exceed it.
 
     Returns the whole batch and this rank's mean next-token loss (nats).
     """
@@ -372,7 +372,8 @@ def _train_step(
         variant_options=variant_options,
     )
     tokens = batch.tokens[rows].to(device)  # (B/W, C+1)
-    micro_batches = tokens.split(config.micro_batch_rows(run.world_size))  # each (m, C+1)
+    # The engine's micro-batch: config.micro_batch_rows, as build_engine configured it.
+    micro_batches = tokens.split(engine.train_micro_batch_size_per_gpu())  # each (m, C+1)
     losses = []
     for micro in micro_batches:
         logits = engine(input_ids=micro[:, :-1]).logits  # (m, C, vocab)
