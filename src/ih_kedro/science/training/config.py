@@ -44,7 +44,17 @@ class TrainingRunConfig:
     """Everything that defines one training run (one cell of a sweep).
 
     Budgets: the run trains ``min(max_steps, ceil(max_tokens / (B·C)))`` optimizer steps
-    (either may be ``None``, not both). Tokens are counted as model inputs: ``B·C`` per step.
+    (either may be ``None``; with both ``None`` the budget is the cosine horizon of
+    ``horizon_tokens``, and without that it is an error). Tokens are counted as model inputs:
+    ``B·C`` per step.
+    LR schedule (:meth:`lr_schedule_steps`): a linear warm-up of ``warmup_steps`` steps, or of
+    ``warmup_fraction`` of the horizon; then ``constant`` or ``cosine`` down to
+    ``min_lr_ratio`` at the horizon: ``decay_steps`` steps, or ``horizon_tokens`` tokens
+    (``floor(horizon_tokens / (B·C))`` steps), or else the run's budget. Given in tokens and
+    fractions, warm-up and horizon in steps scale as ``1/(B·C)`` (the reference recipe:
+    ``warmup_fraction: 0.01``, ``horizon_tokens: 1e9``); the LR of step ``s`` depends on the
+    horizon, never on where the run stops, so a run ended by the early stop has followed the
+    same LR curve as an unstopped one up to its stop.
     Checkpoints: steps ``1, 2, 4, … ≤ checkpoint_dense_until`` then every ``checkpoint_every``,
     in ``checkpoint_unit`` (``steps`` or ``tokens``), plus step 0 and the final step.
     """
@@ -59,10 +69,14 @@ class TrainingRunConfig:
     n_positions: int | None = None  # the model's positions; default: context_length
     attn_implementation: str = "sdpa"
     learning_rate: float = 3e-3
-    warmup_steps: int = 50
-    schedule: str = "constant"  # or "cosine" (to min_lr_ratio at decay_steps)
+    warmup_steps: int | None = 50  # None when warmup_fraction sets the warm-up
+    schedule: str = "constant"  # or "cosine" (to min_lr_ratio at the horizon)
     min_lr_ratio: float = 0.1
     decay_steps: int | None = None  # cosine horizon in steps; default: the run's budget
+    # The schedule in tokens and fractions (scales as 1/(B·C)): warm-up steps =
+    # floor(warmup_fraction · horizon steps); horizon steps = floor(horizon_tokens / (B·C)).
+    warmup_fraction: float | None = None
+    horizon_tokens: int | None = None
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-8
@@ -106,9 +120,38 @@ class TrainingRunConfig:
             budgets.append(int(self.max_steps))
         if self.max_tokens is not None:
             budgets.append(math.ceil(int(self.max_tokens) / self.tokens_per_step))
+        if not budgets and self.horizon_tokens is not None:
+            budgets.append(self._horizon_token_steps())
         if not budgets:
-            raise ValueError("training.max_steps / training.max_tokens: give at least one budget")
+            raise ValueError(
+                "training.max_steps / training.max_tokens: give at least one budget "
+                "(or training.horizon_tokens, to train to the end of the cosine)"
+            )
         return min(budgets)
+
+    def _horizon_token_steps(self) -> int:
+        """``floor(horizon_tokens / (B·C))``: the reference's ``int(1e9 / tokens_per_step)``."""
+        return int(self.horizon_tokens) // self.tokens_per_step
+
+    def lr_schedule_steps(self, total_steps: int | None = None) -> tuple[int, int]:
+        """Return ``(warmup_steps, horizon_steps)`` of the LR schedule, in optimizer steps.
+
+        Horizon: ``floor(horizon_tokens / (B·C))`` if ``horizon_tokens`` is set, else
+        ``decay_steps``, else ``total_steps`` (default: the run's budget). Warm-up:
+        ``floor(warmup_fraction · horizon)`` if ``warmup_fraction`` is set (as the reference's
+        ``int(max_steps * 0.01)``), else ``warmup_steps``.
+        """
+        if self.horizon_tokens is not None:
+            horizon = self._horizon_token_steps()
+        elif self.decay_steps:
+            horizon = int(self.decay_steps)
+        else:
+            horizon = self.total_steps if total_steps is None else int(total_steps)
+        if self.warmup_fraction is not None:
+            warmup = math.floor(float(self.warmup_fraction) * horizon)
+        else:
+            warmup = int(self.warmup_steps or 0)
+        return warmup, horizon
 
     @property
     def positions(self) -> int:
@@ -252,14 +295,49 @@ def _check_optimizer(config: TrainingRunConfig) -> None:
     """Raise unless the AdamW settings and the LR schedule are usable."""
     if not config.learning_rate > 0:
         raise ValueError(f"training.learning_rate: must be positive, got {config.learning_rate}")
-    if config.warmup_steps < 0:
-        raise ValueError(f"training.warmup_steps: must be >= 0, got {config.warmup_steps}")
+    _check_schedule_units(config)
     if config.schedule not in SCHEDULES:
         raise ValueError(f"training.schedule: {config.schedule!r} is not one of {SCHEDULES}")
     if config.weight_decay < 0:
         raise ValueError(f"training.weight_decay: must be >= 0, got {config.weight_decay}")
     if len(config.betas) != 2 or not all(0.0 <= b < 1.0 for b in config.betas):
         raise ValueError(f"training.betas: need two values in [0, 1), got {config.betas}")
+
+
+def _check_schedule_units(config: TrainingRunConfig) -> None:
+    """Raise unless the warm-up and the horizon are each given once, in steps or in tokens /
+    fractions, and the warm-up ends before a horizon given in tokens."""
+    fraction, steps = config.warmup_fraction, config.warmup_steps
+    if fraction is not None and steps is not None:
+        raise ValueError(
+            f"training.warmup_fraction: give the warm-up once: warmup_fraction={fraction} and "
+            f"warmup_steps={steps} are both set (set training.warmup_steps: null)"
+        )
+    if fraction is None and steps is None:
+        raise ValueError("training.warmup_steps: null needs training.warmup_fraction")
+    if steps is not None and steps < 0:
+        raise ValueError(f"training.warmup_steps: must be >= 0, got {steps}")
+    if fraction is not None and not 0.0 <= float(fraction) < 1.0:
+        raise ValueError(f"training.warmup_fraction: must be in [0, 1), got {fraction}")
+    horizon = config.horizon_tokens
+    if horizon is None:
+        return
+    if config.decay_steps is not None:
+        raise ValueError(
+            f"training.horizon_tokens: give the horizon once: horizon_tokens={horizon} and "
+            f"decay_steps={config.decay_steps} are both set (set training.decay_steps: null)"
+        )
+    if horizon < config.tokens_per_step:
+        raise ValueError(
+            f"training.horizon_tokens: {horizon} tokens is less than one step of B·C = "
+            f"{config.tokens_per_step} tokens{_where(config)}"
+        )
+    warmup, steps_in_horizon = config.lr_schedule_steps()
+    if warmup >= steps_in_horizon:
+        raise ValueError(
+            f"training.warmup_steps: a warm-up of {warmup} steps does not end before the "
+            f"horizon of {steps_in_horizon} steps (horizon_tokens={horizon}){_where(config)}"
+        )
 
 
 def _check_budget_and_variant_options(config: TrainingRunConfig) -> None:

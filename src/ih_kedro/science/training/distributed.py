@@ -134,12 +134,10 @@ def build_engine(
         betas=tuple(config.betas),
         eps=config.eps,
     )
-    decay_steps = config.decay_steps or total_steps
+    warmup_steps, horizon_steps = config.lr_schedule_steps(total_steps)
 
     def factor(step: int) -> float:
-        return lr_factor(
-            step, config.warmup_steps, config.schedule, decay_steps, config.min_lr_ratio
-        )
+        return lr_factor(step, warmup_steps, config.schedule, horizon_steps, config.min_lr_ratio)
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
     ds_config = deepspeed_config_for_run(

@@ -38,13 +38,23 @@ def _keep(value: Any) -> Any:
     return value
 
 
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _float_or_none(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 # Settings held fixed across the sweep: parameter -> (TrainingRunConfig field, cast). A parameter
 # that is absent takes the field's default, so every default lives in TrainingRunConfig alone.
 _SHARED_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "n_positions": ("n_positions", _keep),
     "attn_implementation": ("attn_implementation", _keep),
     "learning_rate": ("learning_rate", float),
-    "warmup_steps": ("warmup_steps", int),
+    "warmup_steps": ("warmup_steps", _int_or_none),
+    "warmup_fraction": ("warmup_fraction", _float_or_none),
+    "horizon_tokens": ("horizon_tokens", _int_or_none),
     "schedule": ("schedule", _keep),
     "min_lr_ratio": ("min_lr_ratio", float),
     "decay_steps": ("decay_steps", _keep),
