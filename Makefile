@@ -1,4 +1,5 @@
-# Two commands: `make run` (the main study at the embedded default scale) and `make test`.
+# `make smoke` (a micro study in minutes), `make run` (the main study at the embedded default
+# scale) and `make test` (what CI runs).
 # Each sets up .venv on first use, so a fresh machine needs nothing else.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -8,7 +9,7 @@ STAMP := $(VENV)/.installed
 export KEDRO_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: run test lint format viz mlflow-ui bench clean-data mutation
+.PHONY: smoke run report test lint format viz mlflow-ui bench clean-data mutation
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,8 +19,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+smoke: $(STAMP)
+	$(BIN)/python -m ih_kedro.smoke
+
 run: $(STAMP)
 	$(BIN)/kedro run --pipeline=law_fit
+
+# After a default run: its outputs -> docs/results/*.json -> the README's and docs' results.
+# WALL_MINUTES=31 records that run's wall time with this machine's CPU.
+report: $(STAMP)
+	$(BIN)/python -m ih_kedro.report collect $(if $(WALL_MINUTES),--wall-minutes $(WALL_MINUTES))
+	$(BIN)/python -m ih_kedro.report render
 
 test: $(STAMP)
 	$(BIN)/ruff check .

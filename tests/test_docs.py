@@ -74,3 +74,29 @@ def test_study_and_calibration_pages_exist_and_are_linked_from_the_readme() -> N
     study = (ROOT / "docs" / "study.md").read_text()
     for section in ("## Experiment 1", "## Experiment 2", "## Experiment 3", "## Bi-Induct"):
         assert section in study
+
+
+# Terms a newcomer meets that need a definition; whichever of them the README uses must have an
+# entry (a bold "- **term**" line) in docs/glossary.md.
+JARGON = [
+    "induction head", "anti-induction", "prefix matching", "S*", "censored", "cluster-robust",
+    "Wald", "Tobit", "Firth", "load-bearing", "excess drop", "MFU", "formation score",
+    "by-parity", "LD", "CAT", "Zipf", "seed study", "today", "ICL", "copy accuracy",
+    "Pareto frontier", "coverage", "KJV", "degenerate", "undecided", "micro study",
+    "paper scale", "embedded default", "repetition-enriched", "prediction interval", "snippet",
+    "preset", "compact vocabulary", "LOO r", "Bi-Induct",
+]  # fmt: skip
+
+
+def _normalise(text: str) -> str:
+    return re.sub(r"[-_\\`]", " ", text.lower())
+
+
+def test_glossary_defines_every_term_the_readme_uses() -> None:
+    readme = (ROOT / "README.md").read_text()
+    glossary = (ROOT / "docs" / "glossary.md").read_text()
+    entries = [_normalise(m) for m in re.findall(r"^- \*\*(.+?)\*\*", glossary, re.MULTILINE)]
+    used = [t for t in JARGON if re.search(rf"(?<!\w){re.escape(t)}(?!\w)", readme, re.I)]
+    assert len(used) >= 10  # the README does use jargon; the check is not vacuous
+    undefined = [t for t in used if not any(_normalise(t) in entry for entry in entries)]
+    assert undefined == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -203,3 +204,8 @@ def test_notebook_runs_against_the_micro_run(
     for run_name in manifest["run_name"]:
         assert run_name in text
     assert "status: insufficient_data" in text
+    # The notebook's own scoring, on the pipeline's probes, equals the pipeline's head_scores.
+    difference = re.search(r"max \|notebook - pipeline head_scores\| = (\S+)", text)
+    assert difference is not None, text[-2000:]
+    assert float(difference.group(1)) <= 1e-6
+    assert "prefix-matching baseline (uniform attention) at L = 4: 0.159" in text

@@ -1,0 +1,557 @@
+"""The results the documents quote, rendered from the experiments' outputs: drift is impossible.
+
+Each experiment's pipeline writes its numbers under ``data/08_reporting/`` (the law's
+``law_fit_summary.json``, pareto's ``frontier_summary.json``, markov's ``verdicts.json``,
+bi_induct's ``claims.json``, law_mechanisms' ``law_mechanisms.csv`` ...). This module turns them
+into one small, reviewable summary per experiment, ``docs/results/<experiment>.json`` (committed,
+refreshed after a default run), and renders from those files alone:
+
+- the README's "Results at a glance" table, between ``<!-- results:start -->`` and
+  ``<!-- results:end -->``;
+- each ``docs/<experiment>.md``'s results section, between ``<!-- results:<experiment>:start -->``
+  and ``<!-- results:<experiment>:end -->``.
+
+Commands (``make report`` runs the first two)::
+
+    python -m ih_kedro.report collect   # data/08_reporting -> docs/results/*.json (what exists)
+    python -m ih_kedro.report render    # docs/results/*.json -> README.md and docs/*.md
+    python -m ih_kedro.report check     # exit 1 when a document differs from its rendering
+
+A summary also quotes the default design it was measured at (``design``: dotted parameter
+names -> values); ``tests/test_report.py`` fails when one differs from ``conf/base``, so a
+changed default cannot sit beside numbers measured with the old one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import json
+import logging
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+logger = logging.getLogger(__name__)
+
+ROOT = Path.cwd()
+RESULTS_DIR = Path("docs/results")
+REPORTING_DIR = Path("data/08_reporting")
+README = Path("README.md")
+
+# The experiments in the order the README lists them, with the design keys each one quotes.
+EXPERIMENTS: dict[str, dict[str, Any]] = {
+    "law_fit": {
+        "title": "Exp. 1: the emergence law `S* = T / (B^a C^b)`",
+        "command": "make run",
+        "doc": "docs/law_fit.md",
+        "design": [
+            "law_fit.training.presets",
+            "law_fit.training.batch_sizes",
+            "law_fit.training.context_lengths",
+            "law_fit.training.seeds",
+            "law_fit.training.max_steps",
+            "law_fit.training.online_emergence.threshold",
+        ],
+    },
+    "pareto": {
+        "title": "Exp. 2: how frequent and how reliable must repetition be?",
+        "command": "kedro run --pipeline=pareto",
+        "doc": "docs/pareto.md",
+        "design": [
+            "pareto.training.seeds",
+            "pareto.training.max_steps",
+            "pareto.frontier.decision_threshold",
+            "pareto.frontier.thresholds",
+        ],
+    },
+    "markov": {
+        "title": "Exp. 3: which data properties make heads form (Markov processes)",
+        "command": "kedro run --pipeline=markov",
+        "doc": "docs/markov.md",
+        "design": [
+            "markov.training.seeds",
+            "markov.training.max_steps",
+            "markov.conditions.decision_threshold",
+            "markov.conditions.thresholds",
+        ],
+    },
+    "law_mechanisms": {
+        "title": "Why C does (not) act in the law",
+        "command": "kedro run --pipeline=law_mechanisms",
+        "doc": "docs/law_mechanisms.md",
+        "design": [
+            "law_mechanisms.today.training.batch_sizes",
+            "law_mechanisms.today.training.context_lengths",
+            "law_mechanisms.today.training.seeds",
+        ],
+    },
+    "bi_induct": {
+        "title": "Bi-Induct: are engineered induction signatures load-bearing?",
+        "command": "kedro run --pipeline=bi_induct",
+        "doc": "docs/bi_induct.md",
+        "design": [
+            "bi_induct.training.seeds",
+            "bi_induct.training.max_steps",
+            "bi_induct.training.batch_sizes",
+            "bi_induct.training.context_lengths",
+        ],
+    },
+}
+
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+def section_markers(experiment: str) -> tuple[str, str]:
+    """The markers around an experiment's results section in its doc."""
+    return f"<!-- results:{experiment}:start -->", f"<!-- results:{experiment}:end -->"
+
+
+# --------------------------------------------------------------------------------------------
+# Parameters (conf/base), read as plain YAML: the design a summary quotes.
+
+
+def base_parameters(conf_dir: Path) -> dict[str, Any]:
+    """Every ``parameters*.yml`` of ``conf_dir`` merged at the top level (one key per file)."""
+    merged: dict[str, Any] = {}
+    for path in sorted(conf_dir.glob("parameters*.yml")):
+        merged.update(yaml.safe_load(path.read_text()) or {})
+    return merged
+
+
+def parameter(parameters: Mapping[str, Any], dotted: str) -> Any:
+    """``parameters["a"]["b"]["c"]`` for ``"a.b.c"``; KeyError naming the missing part."""
+    value: Any = parameters
+    for i, part in enumerate(dotted.split(".")):
+        if not isinstance(value, Mapping) or part not in value:
+            raise KeyError(f"{dotted}: no parameter {'.'.join(dotted.split('.')[: i + 1])}")
+        value = value[part]
+    return value
+
+
+def design_of(experiment: str, parameters: Mapping[str, Any]) -> dict[str, Any]:
+    """The design keys of ``experiment`` with their values in ``parameters``."""
+    return {key: parameter(parameters, key) for key in EXPERIMENTS[experiment]["design"]}
+
+
+def design_drift(summary: Mapping[str, Any], parameters: Mapping[str, Any]) -> list[str]:
+    """One line per design value a summary quotes that differs from ``parameters``."""
+    drift = []
+    for key, quoted in summary.get("design", {}).items():
+        try:
+            current = parameter(parameters, key)
+        except KeyError as error:
+            drift.append(str(error.args[0]))
+            continue
+        if current != quoted:
+            drift.append(f"{key}: the results quote {quoted!r}, conf/base has {current!r}")
+    return drift
+
+
+# --------------------------------------------------------------------------------------------
+# Collect: outputs -> normalised summaries.
+
+
+def number(name: str, block: Mapping[str, Any] | None, level: float = 0.95, **extra: Any) -> dict:
+    """A reported number: ``{"name", "estimate", "ci_low", "ci_high", "level"}``."""
+    block = block or {}
+    estimate = block.get("estimate", block.get("mean"))
+    return {
+        "name": name,
+        "estimate": estimate,
+        "ci_low": block.get("ci_low"),
+        "ci_high": block.get("ci_high"),
+        "level": level,
+        **extra,
+    }
+
+
+def _law_fit(reporting: Path) -> dict[str, Any]:
+    summary = json.loads((reporting / "law_fit" / "law_fit_summary.json").read_text())
+    level = float(summary.get("level") or 0.95)
+    wald = summary.get("wald", {})
+    return {
+        "numbers": [
+            number("a (batch exponent)", summary["a"], level),
+            number("b (context exponent)", summary["b"], level),
+            number("T (steps)", summary["T"], level),
+            number("leave-one-configuration-out r (log)", {"estimate": summary["loo_r_log"]}),
+        ],
+        "verdicts": [
+            {
+                "claim": (
+                    f"the seed study's exponents a = {wald.get('null_a')}, "
+                    f"b = {wald.get('null_b')} hold here"
+                ),
+                "verdict": "rejected" if (wald.get("p_value") or 1) < 0.05 else "not rejected",
+                "detail": f"{wald.get('test')} test, p = {wald.get('p_value'):.2g}",
+            }
+        ],
+        "runs": {
+            "total": summary.get("n_runs"),
+            "emerged": (summary.get("n_runs") or 0)
+            - (summary.get("n_censored") or 0)
+            - (summary.get("n_left_censored") or 0)
+            - (summary.get("n_fit_failed") or 0),
+        },
+    }
+
+
+def _pareto(reporting: Path) -> dict[str, Any]:
+    summary = json.loads((reporting / "pareto" / "frontier_summary.json").read_text())
+    verdicts = summary.get("verdicts", {})
+    rows = []
+    for claim, verdict in verdicts.items() if isinstance(verdicts, Mapping) else []:
+        decided = verdict.get("verdict") if isinstance(verdict, Mapping) else verdict
+        rows.append({"claim": claim.replace("_", " "), "verdict": str(decided), "detail": ""})
+    return {
+        "numbers": [number("ratio b_f / b_r", summary.get("coefficient_ratio"))],
+        "verdicts": rows,
+        "runs": {"total": summary.get("n_runs"), "emerged": summary.get("n_runs_formed")},
+    }
+
+
+def _markov(reporting: Path) -> dict[str, Any]:
+    verdicts = json.loads((reporting / "markov" / "verdicts.json").read_text())
+    rows = [
+        {"claim": claim.replace("_", " "), "verdict": str(v.get("verdict")), "detail": ""}
+        for claim, v in verdicts.items()
+        if isinstance(v, Mapping) and "verdict" in v
+    ]
+    return {"numbers": [], "verdicts": rows, "runs": {}}
+
+
+def _law_mechanisms(reporting: Path) -> dict[str, Any]:
+    folder = reporting / "law_mechanisms"
+    with (folder / "law_mechanisms_contrasts.csv").open() as handle:
+        contrasts = list(csv.DictReader(handle))
+    numbers, rows = [], []
+    for row in contrasts:
+        arm = row.get("arm", "?")
+        numbers.append(
+            number(
+                f"Δb `{arm}` − `today`",
+                {
+                    "estimate": _float(row.get("delta_b")),
+                    "ci_low": _float(row.get("delta_b_ci_low")),
+                    "ci_high": _float(row.get("delta_b_ci_high")),
+                },
+            )
+        )
+        rows.append({"claim": f"`{arm}` moves b toward 0.5", "verdict": row.get("verdict_b", "")})
+    return {"numbers": numbers, "verdicts": rows, "runs": {}}
+
+
+def _bi_induct(reporting: Path) -> dict[str, Any]:
+    claims = json.loads((reporting / "bi_induct" / "claims.json").read_text())
+    numbers, rows = [], []
+    for i, claim in enumerate(claims.get("claims", []), 1):
+        block = claim.get("difference") or claim
+        numbers.append(number(f"claim {i}: {claim['id'].replace('_', ' ')}", block))
+        rows.append(
+            {"claim": f"{i}. {claim.get('statement', claim['id'])}", "verdict": claim["verdict"]}
+        )
+    return {"numbers": numbers, "verdicts": rows, "runs": {}}
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+COLLECTORS: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "law_fit": _law_fit,
+    "pareto": _pareto,
+    "markov": _markov,
+    "law_mechanisms": _law_mechanisms,
+    "bi_induct": _bi_induct,
+}
+
+
+def cpu_name() -> str:
+    """The CPU this machine runs on, as the documents name it beside a time."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    fields = dict(
+        line.split(":", 1) for line in info.splitlines()[:30] if ":" in line and line.strip()
+    )
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    flags = info.split("flags", 1)[-1].split("\n", 1)[0]
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    model = fields.get("model name", "unknown CPU")
+    family = fields.get("cpu family", "?")
+    return f"{model} (family {family} model {fields.get('model', '?')}, {isa})"
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def collect(
+    experiment: str,
+    reporting: Path,
+    parameters: Mapping[str, Any],
+    previous: Mapping[str, Any] | None = None,
+    wall_minutes: float | None = None,
+) -> dict[str, Any]:
+    """A normalised summary of ``experiment`` from its outputs under ``reporting``.
+
+    The wall times measured earlier (``previous["wall"]``) are kept; ``wall_minutes`` adds this
+    machine's, named with its CPU.
+    """
+    spec = EXPERIMENTS[experiment]
+    body = COLLECTORS[experiment](reporting)
+    wall = [dict(w) for w in (previous or {}).get("wall", [])]
+    if wall_minutes is not None:
+        wall.append({"cpu": cpu_name(), "minutes": round(float(wall_minutes), 1)})
+    return {
+        "experiment": experiment,
+        "title": spec["title"],
+        "command": spec["command"],
+        "doc": spec["doc"],
+        "provenance": {
+            "source": "outputs",
+            "measured": dt.date.today().isoformat(),
+            "commit": _git_commit(),
+            "cpu": cpu_name(),
+        },
+        "design": design_of(experiment, parameters),
+        "wall": wall,
+        "runs": body.get("runs", {}),
+        "numbers": body["numbers"],
+        "verdicts": body["verdicts"],
+        "notes": list((previous or {}).get("notes", [])),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Render: summaries -> markdown.
+
+
+def fmt(value: Any) -> str:
+    """A number as the documents print it: two decimals below 100, whole numbers with
+    thousands separators above, powers of ten beyond 1e5; a true minus sign."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if value != 0 and (abs(value) >= 1e5 or abs(value) < 5e-3):
+        text = f"{value:.2g}".replace("e+0", "e").replace("e-0", "e-")
+    elif abs(value) >= 100 or float(value).is_integer():
+        text = f"{round(value):,}"
+    else:
+        text = f"{value:.2f}"
+    return text.replace("-", "−")
+
+
+def fmt_number(entry: Mapping[str, Any]) -> str:
+    """``estimate [low, high]`` (or the estimate alone without a CI)."""
+    text = fmt(entry.get("estimate"))
+    if entry.get("ci_low") is not None and entry.get("ci_high") is not None:
+        text += f" [{fmt(entry['ci_low'])}, {fmt(entry['ci_high'])}]"
+    return text
+
+
+def _level(entry: Mapping[str, Any]) -> str:
+    """The CI's level, or a dash for a number reported without a CI."""
+    return "—" if entry.get("ci_low") is None else f"{entry.get('level', 0.95):.0%}"
+
+
+def fmt_design(value: Any) -> str:
+    """A design value: lists as ``[a, b]`` without quotes."""
+    if isinstance(value, list):
+        return "[" + ", ".join(fmt_design(v) for v in value) + "]"
+    return fmt(value) if isinstance(value, float) else str(value)
+
+
+def fmt_wall(wall: Sequence[Mapping[str, Any]]) -> str:
+    """Measured wall times, each with its CPU."""
+    if not wall:
+        return "not measured"
+    return "; ".join(f"{_minutes(w['minutes'])} ({w['cpu']})" for w in wall)
+
+
+def _minutes(minutes: float) -> str:
+    hours, rest = divmod(round(minutes), 60)
+    return f"{hours} h {rest:02d} min" if hours else f"{rest} min"
+
+
+def _headline(summary: Mapping[str, Any]) -> str:
+    shown = [n for n in summary["numbers"] if n.get("headline", True)]
+    return "; ".join(f"{n['name']} {fmt_number(n)}" for n in shown) or "—"
+
+
+def _verdict_cell(summary: Mapping[str, Any]) -> str:
+    rows = [v for v in summary["verdicts"] if v.get("headline", True)]
+    return "; ".join(f"{v['claim']}: **{v['verdict']}**" for v in rows) or "—"
+
+
+def render_readme_table(summaries: Sequence[Mapping[str, Any]]) -> str:
+    """The README's "Results at a glance" table (one row per experiment)."""
+    lines = [
+        "| experiment | command | wall (2 cores) | headline, 95 % CI | verdicts | details |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        lines.append(
+            f"| {s['title']} | `{s['command']}` | {fmt_wall(s['wall'])} | {_headline(s)} | "
+            f"{_verdict_cell(s)} | [{Path(s['doc']).name}]({s['doc']}) |"
+        )
+    dates = sorted({s["provenance"]["measured"] for s in summaries})
+    lines += [
+        "",
+        f"Rendered by `make report` from `docs/results/*.json` (measured {', '.join(dates)}; "
+        "each doc names the commit, CPU and source of its numbers).",
+    ]
+    return "\n".join(lines)
+
+
+def render_section(summary: Mapping[str, Any]) -> str:
+    """An experiment doc's results section."""
+    prov = summary["provenance"]
+    source = (
+        "from the run's outputs"
+        if prov.get("source") == "outputs"
+        else f"transcribed from {prov.get('source')}"
+    )
+    lines = [
+        f"*Rendered by `make report` from `docs/results/{summary['experiment']}.json`; "
+        f"measured {prov['measured']} at commit `{prov.get('commit')}` on {prov.get('cpu')}, "
+        f"{source}.*",
+        "",
+        "Default design: "
+        + ", ".join(
+            f"`{k.split('.', 1)[1]}` = {fmt_design(v)}" for k, v in summary["design"].items()
+        )
+        + ".",
+        "",
+        f"Wall time, end to end: {fmt_wall(summary['wall'])}.",
+    ]
+    runs = summary.get("runs") or {}
+    if runs.get("total") is not None and runs.get("emerged") is not None:
+        lines += ["", f"Runs: {runs.get('emerged')} of {runs['total']} formed a head."]
+    if summary["numbers"]:
+        lines += ["", "| quantity | estimate [CI] | level |", "|---|---|---|"]
+        lines += [f"| {n['name']} | {fmt_number(n)} | {_level(n)} |" for n in summary["numbers"]]
+    if summary["verdicts"]:
+        lines += ["", "| claim | verdict | why |", "|---|---|---|"]
+        lines += [
+            f"| {v['claim']} | **{v['verdict']}** | {v.get('detail') or ''} |"
+            for v in summary["verdicts"]
+        ]
+    for note in summary.get("notes", []):
+        lines += ["", note]
+    return "\n".join(lines)
+
+
+def replace_between(text: str, start: str, end: str, body: str, where: str) -> str:
+    """``text`` with what lies between the markers ``start`` and ``end`` replaced by ``body``."""
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
+    if not pattern.search(text):
+        raise ValueError(f"{where}: no {start} ... {end} markers")
+    return pattern.sub(lambda _: f"{start}\n{body}\n{end}", text, count=1)
+
+
+def load_summaries(results_dir: Path) -> list[dict[str, Any]]:
+    """The committed summaries in the README's order (experiments without one are skipped)."""
+    found = []
+    for name in EXPERIMENTS:
+        path = results_dir / f"{name}.json"
+        if path.exists():
+            found.append(json.loads(path.read_text()))
+    return found
+
+
+def rendered_documents(root: Path) -> dict[Path, str]:
+    """Every document the summaries render into, as it should read (path -> text)."""
+    summaries = load_summaries(root / RESULTS_DIR)
+    documents = {}
+    readme = root / README
+    documents[readme] = replace_between(
+        readme.read_text(), START, END, render_readme_table(summaries), str(README)
+    )
+    for summary in summaries:
+        doc = root / summary["doc"]
+        start, end = section_markers(summary["experiment"])
+        documents[doc] = replace_between(
+            doc.read_text(), start, end, render_section(summary), summary["doc"]
+        )
+    return documents
+
+
+def stale_documents(root: Path) -> list[Path]:
+    """The documents whose text differs from their rendering."""
+    return [path for path, text in rendered_documents(root).items() if path.read_text() != text]
+
+
+# --------------------------------------------------------------------------------------------
+# CLI.
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ih_kedro.report", description=__doc__.splitlines()[0]
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    collect_cmd = sub.add_parser("collect", help="outputs -> docs/results/*.json")
+    collect_cmd.add_argument("--reporting", type=Path, default=REPORTING_DIR)
+    collect_cmd.add_argument("--conf", type=Path, default=Path("conf/base"))
+    collect_cmd.add_argument("--experiments", nargs="+", choices=list(EXPERIMENTS))
+    collect_cmd.add_argument(
+        "--wall-minutes", type=float, help="this run's wall time, recorded with this machine's CPU"
+    )
+    sub.add_parser("render", help="docs/results/*.json -> README.md and docs/*.md")
+    sub.add_parser("check", help="exit 1 when a document differs from its rendering")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
+    root = Path.cwd()
+
+    if args.command == "collect":
+        parameters = base_parameters(args.conf)
+        names = args.experiments or list(EXPERIMENTS)
+        written = 0
+        for name in names:
+            try:
+                previous_path = root / RESULTS_DIR / f"{name}.json"
+                previous = json.loads(previous_path.read_text()) if previous_path.exists() else {}
+                summary = collect(name, args.reporting, parameters, previous, args.wall_minutes)
+            except FileNotFoundError as error:
+                logger.info("%s: no outputs (%s); kept the committed summary", name, error)
+                continue
+            previous_path.parent.mkdir(parents=True, exist_ok=True)
+            previous_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+            logger.info("%s -> %s", name, previous_path)
+            written += 1
+        logger.info("%d summaries written; `python -m ih_kedro.report render` next", written)
+        return 0
+    if args.command == "render":
+        for path, text in rendered_documents(root).items():
+            if path.read_text() != text:
+                path.write_text(text)
+                logger.info("rendered %s", path.relative_to(root))
+        return 0
+    stale = stale_documents(root)
+    for path in stale:
+        logger.info("stale: %s (run `make report` or `python -m ih_kedro.report render`)", path)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""The documents' results are renderings of docs/results/*.json, and those quote conf/base."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ih_kedro import report
+from ih_kedro.science.statistics.emergence_law import fit_emergence_law
+from ih_kedro.science.statistics.emergence_prediction import fit_summary_dict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_documents_equal_their_rendering() -> None:
+    stale = report.stale_documents(ROOT)
+    assert stale == [], f"run `python -m ih_kedro.report render`: {stale}"
+
+
+def test_every_experiment_has_a_committed_summary_and_a_results_section() -> None:
+    summaries = report.load_summaries(ROOT / report.RESULTS_DIR)
+    assert [s["experiment"] for s in summaries] == list(report.EXPERIMENTS)
+    for summary in summaries:
+        start, end = report.section_markers(summary["experiment"])
+        text = (ROOT / summary["doc"]).read_text()
+        assert text.count(start) == 1 and text.count(end) == 1
+
+
+def test_quoted_defaults_equal_conf_base() -> None:
+    parameters = report.base_parameters(ROOT / "conf" / "base")
+    drift = {
+        s["experiment"]: report.design_drift(s, parameters)
+        for s in report.load_summaries(ROOT / report.RESULTS_DIR)
+    }
+    assert drift == dict.fromkeys(report.EXPERIMENTS, [])
+    # Every design key an experiment quotes is quoted by its committed summary.
+    for summary in report.load_summaries(ROOT / report.RESULTS_DIR):
+        assert list(summary["design"]) == report.EXPERIMENTS[summary["experiment"]]["design"]
+
+
+def test_design_drift_names_the_changed_default() -> None:
+    parameters = {"law_fit": {"training": {"seeds": [0, 1, 2]}}}
+    summary = {"design": {"law_fit.training.seeds": [0, 1], "law_fit.training.gone": 3}}
+    assert report.design_drift(summary, parameters) == [
+        "law_fit.training.seeds: the results quote [0, 1], conf/base has [0, 1, 2]",
+        "law_fit.training.gone: no parameter law_fit.training.gone",
+    ]
+
+
+@pytest.fixture
+def copied_docs(tmp_path: Path) -> Path:
+    """README.md, docs/ (with results/) copied, so a test may edit them."""
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    return tmp_path
+
+
+def test_a_hand_edited_number_is_caught(copied_docs: Path) -> None:
+    readme = copied_docs / "README.md"
+    text = readme.read_text()
+    assert "0.87 [0.76, 0.98]" in text
+    readme.write_text(text.replace("0.87 [0.76, 0.98]", "0.88 [0.76, 0.98]", 1))
+    assert report.stale_documents(copied_docs) == [readme]
+
+
+def test_a_changed_summary_is_rendered_into_readme_and_doc(copied_docs: Path) -> None:
+    path = copied_docs / "docs" / "results" / "law_fit.json"
+    summary = json.loads(path.read_text())
+    summary["numbers"][0] |= {"estimate": 0.5, "ci_low": 0.25, "ci_high": 0.75}
+    path.write_text(json.dumps(summary))
+    rendered = report.rendered_documents(copied_docs)
+    row = "a (batch exponent) 0.50 [0.25, 0.75]"
+    assert row in rendered[copied_docs / "README.md"]
+    assert (
+        "| a (batch exponent) | 0.50 [0.25, 0.75] | 95% |"
+        in rendered[copied_docs / "docs" / "law_fit.md"]
+    )
+
+
+def test_missing_markers_fail_naming_the_document() -> None:
+    with pytest.raises(ValueError, match=r"docs/x.md: no <!-- a --> \.\.\. <!-- b --> markers"):
+        report.replace_between("no markers here", "<!-- a -->", "<!-- b -->", "x", "docs/x.md")
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.871, "0.87"),
+        (-0.07, "−0.07"),
+        (258.0, "258"),
+        (26000.0, "26,000"),
+        (2.6e5, "2.6e5"),
+        (None, "—"),
+    ],
+)
+def test_numbers_are_printed_as_the_documents_print_them(value, text) -> None:
+    assert report.fmt(value) == text
+
+
+def test_small_numbers_keep_two_significant_digits() -> None:
+    assert report.fmt(3e-6) == "3e−6"
+
+
+def test_collect_law_fit_reads_the_fitted_summary(tmp_path: Path) -> None:
+    """A law fitted on a planted grid, written as the pipeline writes it, then collected."""
+    rng = np.random.default_rng(0)
+    rows = [
+        {
+            "run_name": f"B{b}_C{c}_s{s}",
+            "batch_size": b,
+            "context_length": c,
+            "seed": s,
+            "step": 3e4 * b**-0.8 * c**-0.1 * np.exp(rng.normal(0, 0.05)),
+            "status": "emerged",
+        }
+        for b in (32, 64, 128)
+        for c in (32, 64, 128)
+        for s in (0, 1)
+    ]
+    fit = fit_emergence_law(pd.DataFrame(rows), leave_one_out=True)
+    summary = {"status": "ok", **fit_summary_dict(fit)}
+    folder = tmp_path / "law_fit"
+    folder.mkdir()
+    (folder / "law_fit_summary.json").write_text(json.dumps(summary, default=float))
+    parameters = report.base_parameters(ROOT / "conf" / "base")
+    previous = {"wall": [{"cpu": "earlier CPU", "minutes": 31.0}]}
+    collected = report.collect("law_fit", tmp_path, parameters, previous, wall_minutes=2.5)
+
+    a, b = collected["numbers"][0], collected["numbers"][1]
+    assert a["name"].startswith("a ") and a["estimate"] == pytest.approx(fit.a)
+    assert (a["ci_low"], a["ci_high"]) == pytest.approx(fit.a_ci)
+    assert b["estimate"] == pytest.approx(fit.b) and 0.0 < b["estimate"] < 0.2
+    assert collected["runs"] == {"total": 18, "emerged": 18}
+    assert collected["verdicts"][0]["verdict"] == "rejected"  # planted a = 0.8, not 0.37
+    assert (
+        collected["design"]["law_fit.training.seeds"] == parameters["law_fit"]["training"]["seeds"]
+    )
+    assert collected["wall"][0] == {"cpu": "earlier CPU", "minutes": 31.0}
+    assert collected["wall"][1]["minutes"] == 2.5 and collected["provenance"]["source"] == "outputs"
+
+
+def test_collect_without_outputs_keeps_the_committed_summary(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "docs" / "results"
+    results.mkdir(parents=True)
+    (results / "pareto.json").write_text('{"kept": true}')
+    code = report.main(
+        ["collect", "--reporting", str(tmp_path / "none"), "--conf", str(ROOT / "conf" / "base")]
+    )
+    assert code == 0
+    assert json.loads((results / "pareto.json").read_text()) == {"kept": True}
+    assert sorted(p.name for p in results.iterdir()) == ["pareto.json"]
+
+
+def test_check_exits_1_on_a_stale_document(copied_docs: Path, monkeypatch) -> None:
+    monkeypatch.chdir(copied_docs)
+    assert report.main(["check"]) == 0
+    doc = copied_docs / "docs" / "pareto.md"
+    doc.write_text(doc.read_text().replace("0.41 [0.20, 0.62]", "0.41 [0.21, 0.62]"))
+    assert report.main(["check"]) == 1
+    assert report.main(["render"]) == 0
+    assert report.main(["check"]) == 0
