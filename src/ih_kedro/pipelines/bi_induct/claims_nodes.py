@@ -22,6 +22,11 @@ from ih_kedro.science.evaluation.bi_induct_runs import (
 from ih_kedro.science.statistics.bi_induct_claims import claims_table, decide_claims
 from ih_kedro.science.statistics.paired_seeds import json_safe
 from ih_kedro.science.statistics.plots import bi_induct as bi_induct_plots
+from ih_kedro.science.statistics.sequential_claims import (
+    BI_INDUCT_CLAIMS,
+    attach_bi_induct_looks,
+    bi_induct_sequential,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +55,28 @@ def build_run_table(
 def decide_bi_induct_claims(
     runs_table: pd.DataFrame, params: dict[str, Any]
 ) -> tuple[dict[str, Any], pd.DataFrame]:
-    """The five claims (``claims.json``) and their one-row-per-(claim, arm) table."""
+    """The five claims (``claims.json``) and their one-row-per-(claim, arm) table.
+
+    With ``adaptive_seeds`` set, the claims it lists (default 2 and 4) are also judged look by
+    look (``science.statistics.sequential_claims``): their looks go into each claim's
+    ``sequential`` entry, the plan and the seeds the next look needs into
+    ``claims["sequential"]`` (with the command that trains them); ``adaptive_seeds.enabled``
+    makes the sequential verdict the claim's verdict.
+    """
     decided = decide_claims(runs_table, params.get("claims"))
+    adaptive = params.get("adaptive_seeds")
+    if adaptive:
+        sequential = bi_induct_sequential(runs_table, params.get("claims"), adaptive,
+                                          claims=adaptive.get("claims") or BI_INDUCT_CLAIMS)  # fmt: skip
+        attach_bi_induct_looks(decided, sequential, replace=bool(adaptive.get("enabled")))
+        following = decided["sequential"]["next_look"]
+        if following:
+            seeds = ",".join(str(s) for s in following["seeds"])
+            following["command"] = (
+                f'kedro run --pipeline=bi_induct --params="bi_induct.training.seeds=[{seeds}]"'
+            )
+            logger.info("bi_induct: undecided claims need seeds %s (%s)",
+                        following["add_seeds"], following["command"])  # fmt: skip
     for claim in decided["claims"]:
         logger.info("bi_induct claim %s (%s): %s - %s", claim["id"], claim["arm"],
                     claim["verdict"], claim["reason"])  # fmt: skip

@@ -27,6 +27,7 @@ from ih_kedro.science.statistics.markov_verdicts import (
 )
 from ih_kedro.science.statistics.pareto_frontier import emergence_status
 from ih_kedro.science.statistics.plots.markov import plot_conditions, plot_paired_comparisons
+from ih_kedro.science.statistics.sequential_claims import adopt_sequential, markov_sequential
 from ih_kedro.science.telemetry.emergence_table import emergence_min_layer
 from ih_kedro.science.telemetry.formation import DEFAULT_THRESHOLDS, formation_table
 
@@ -129,25 +130,54 @@ def _realised_repetition(
     }
 
 
+def _judge_kwargs(conditions: Mapping[str, Any]) -> dict[str, Any]:
+    """``judge_claims``' keywords from ``markov.conditions``."""
+    return {
+        "high_level": str(conditions.get("high_level", "high")),
+        "frontier_level": str(conditions.get("frontier_level", "near_frontier")),
+        "thresholds": tuple(float(t) for t in conditions.get("thresholds", DEFAULT_THRESHOLDS)),
+        "decision_threshold": float(conditions.get("decision_threshold", 0.4)),
+        "level": float(conditions.get("level", 0.95)),
+        "floor": float(conditions.get("floor", 0.2)),
+    }
+
+
+def _sequential(
+    runs_table: pd.DataFrame, verdicts: dict[str, Any], conditions: dict[str, Any]
+) -> dict[str, Any] | None:
+    """``conditions.adaptive_seeds``: every claim look by look (``sequential_claims``), its looks
+    under the claim's ``sequential``; ``enabled`` makes the sequential verdict the claim's. The
+    plan and the next look (cells, seeds, the command that trains them), or None."""
+    adaptive = conditions.get("adaptive_seeds")
+    if not adaptive:
+        return None
+    sequential = markov_sequential(runs_table, adaptive, **_judge_kwargs(conditions))
+    for name, verdict in verdicts.items():
+        adopt_sequential(verdict, sequential["claims"][name], bool(adaptive.get("enabled")))
+    following = sequential["next_look"]
+    if following:
+        seeds = ",".join(str(s) for s in following["seeds"])
+        following["command"] = (
+            f'kedro run --pipeline=markov --params="markov.training.seeds=[{seeds}]"'
+        )
+        logger.info("markov: undecided claims need seeds %s on %s (%s)", following["add_seeds"],
+                    following["cells"], following["command"])  # fmt: skip
+    return {"plan": sequential["plan"], "next_look": following,
+            "replaces_fixed_seed_verdicts": bool(adaptive.get("enabled"))}  # fmt: skip
+
+
 def judge(
     runs_table: pd.DataFrame, frontier_level: dict[str, Any], conditions: dict[str, Any]
 ) -> dict[str, Any]:
     """``verdicts.json``: per claim the rule, the verdict at the decision threshold with the
     paired comparisons by seed, the verdict at every threshold and whether they agree, plus the
     budget, seeds and the near-frontier level behind them."""
-    thresholds = tuple(float(t) for t in conditions.get("thresholds", DEFAULT_THRESHOLDS))
-    verdicts = judge_claims(
-        runs_table,
-        high_level=str(conditions.get("high_level", "high")),
-        frontier_level=str(conditions.get("frontier_level", "near_frontier")),
-        thresholds=thresholds,
-        decision_threshold=float(conditions.get("decision_threshold", 0.4)),
-        level=float(conditions.get("level", 0.95)),
-        floor=float(conditions.get("floor", 0.2)),
-    )
+    verdicts = judge_claims(runs_table, **_judge_kwargs(conditions))
+    sequential = _sequential(runs_table, verdicts, conditions)
     logger.info("markov verdicts: %s", verdict_summary(verdicts))
     seeds = runs_table.groupby(["process", "level"])["seed"].nunique()
     return {
+        **({"sequential": sequential} if sequential else {}),
         "claims": verdicts,
         "paired_rule": PAIRED_RULE,
         "threshold_robustness": threshold_robustness_table(verdicts).to_dict("records"),

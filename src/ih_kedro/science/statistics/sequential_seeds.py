@@ -175,7 +175,8 @@ def obrien_fleming_boundary(fractions: Sequence[float], alpha: float) -> tuple[f
 @dataclass(frozen=True)
 class Look:
     """One look: ``n`` seeds (their ids), the CI ``level``, the rule's ``verdict`` and the
-    estimate with its interval in the compared measure's units."""
+    estimate with its interval in the compared measure's units; ``details``: whatever else the
+    judge returned under that key (e.g. every paired comparison behind a verdict)."""
 
     look: int
     n: int
@@ -186,13 +187,15 @@ class Look:
     ci_low: float
     ci_high: float
     reason: str = ""
+    details: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(asdict(self))
 
 
 Judge = Callable[[Sequence[Any], float], dict[str, Any]]
-"""``judge(seeds, level) -> {verdict, estimate, ci_low, ci_high, reason}`` on those seeds."""
+"""``judge(seeds, level) -> {verdict, estimate, ci_low, ci_high, reason[, details]}`` on those
+seeds."""
 
 
 def sequential_verdict(judge: Judge, seeds: Sequence[Any], plan: SequentialPlan) -> dict[str, Any]:
@@ -215,7 +218,7 @@ def sequential_verdict(judge: Judge, seeds: Sequence[Any], plan: SequentialPlan)
                           float(judged.get("estimate", math.nan)),
                           float(judged.get("ci_low", math.nan)),
                           float(judged.get("ci_high", math.nan)),
-                          str(judged.get("reason", ""))))  # fmt: skip
+                          str(judged.get("reason", "")), judged.get("details")))  # fmt: skip
         if looks[-1].verdict != UNDECIDED:
             break
     last = looks[-1] if looks else None
