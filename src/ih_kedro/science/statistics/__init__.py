@@ -7,7 +7,9 @@ model of head formation over frequency x reliability, with a bootstrap contour b
 Pareto-minimal cells and the growth of S* toward the frontier, its seed bootstrap and its
 verdicts at several thresholds and on a threshold-free formation score. The Markov verdicts judge the
 study's claims from the runs, conditions paired by seed (``paired_seeds``: the paired t interval
-and the rule that asks every seed to agree), at several thresholds. ``plots`` draws every figure
+and the rule that asks every seed to agree), at several thresholds; ``sequential_seeds`` adds seeds to undecided verdicts look by look under
+a stated correction, and ``base_calibration`` picks the least repetition enrichment that still
+forms heads. ``plots`` draws every figure
 the pipelines publish.
 
 - ``law_design``: ``build_design``, ``validate_table``, ``censored_mask``, ``Design``
@@ -33,6 +35,12 @@ the pipelines publish.
   ``mean_interval``, ``equivalence``, ``json_safe``, ``PAIRED_RULE``
 - ``markov_verdicts``: ``condition_table``, ``judge_claims``, ``threshold_robustness_table``,
   ``verdict_summary``, ``compare_conditions``, ``RULES``
+- ``sequential_seeds``: ``SequentialPlan``, ``sequential_verdict``, ``seeds_needed``,
+  ``projection``, ``simulate_plan``, ``obrien_fleming_boundary``, ``SEEDS_NEEDED_FORMULA``
+- ``sequential_claims``: ``bi_induct_sequential``, ``markov_sequential``,
+  ``attach_bi_induct_looks``, ``adopt_sequential``, ``ADAPTIVE_DEFAULTS``
+- ``base_calibration``: ``choose_dose``, ``dose_response_table``, ``dose_options``,
+  ``base_label``, ``DOSE_RULE``
 - ``markov_calibration``: ``frontier_level``, ``calibration_outcomes``, ``calibration_levels``,
   ``calibration_level_name``
 - ``plots.law``: ``plot_trajectories``, ``plot_predicted_vs_observed``,
@@ -40,6 +48,7 @@ the pipelines publish.
 - ``plots.pareto``: ``plot_frontier_heatmap``, ``plot_sstar_vs_distance``,
   ``plot_threshold_robustness``
 - ``plots.markov``: ``plot_processes``, ``plot_conditions``, ``plot_paired_comparisons``
+- ``plots.base_calibration``: ``plot_dose_response``
 - ``plots.telemetry``: ``plot_prefix_matching_over_training``, ``plot_head_heatmaps``
 - ``plots.bi_induct``: ``plot_signatures``, ``plot_ablation_over_training``,
   ``plot_perplexity_gap``, ``plot_load_bearing``
