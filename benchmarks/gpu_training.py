@@ -168,6 +168,7 @@ def paper_config(batch_size: int, context_length: int, steps: int):
         max_steps=steps,
         max_tokens=None,
         warmup_steps=0,
+        warmup_fraction=None,  # conf/paper gives the warm-up as a fraction
         checkpoint_unit="steps",
         checkpoint_dense_until=1,
         checkpoint_every=10**9,
