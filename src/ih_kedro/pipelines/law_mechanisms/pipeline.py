@@ -38,6 +38,11 @@ from .nodes import (
 EXPERIMENT = "law_mechanisms"
 ARMS = ("today", "growing_repetition", "distance_window", "both", "setup_check")
 """The arms whose laws are compared (each has its own parameter block)."""
+REFERENCE_ARM = "reference_schedule"
+"""The reference's schedule semantics (warm-up and cosine horizon fixed in tokens, so ∝ 1/(B·C)
+steps) over its own grid: over an hour on 2 CPU cores, so not in ``law_mechanisms`` but in
+``law_mechanisms_reference`` (every arm of ``law_mechanisms`` plus this one, the same outputs:
+``law_mechanisms.csv`` gains its row)."""
 SIZE_ARM = "size"
 SIZE_REFERENCE = "today"
 """The arm whose runs at the size arm's cells give the size term its other model size."""
@@ -70,9 +75,9 @@ def arm_pipeline(arm: str) -> Pipeline:
     )
 
 
-def fits_pipeline() -> Pipeline:
-    """One law per arm, the table and figure, the size term."""
-    tables = {arm: f"{EXPERIMENT}.{arm}.emergence_table" for arm in ARMS}
+def fits_pipeline(arms: tuple[str, ...] = ARMS) -> Pipeline:
+    """One law per arm of ``arms``, the table and figure, the size term."""
+    tables = {arm: f"{EXPERIMENT}.{arm}.emergence_table" for arm in arms}
     return Pipeline(
         [
             Node(mechanism_fits, {"params": f"params:{EXPERIMENT}.fits", **tables},
@@ -98,8 +103,9 @@ def fits_pipeline() -> Pipeline:
     )  # fmt: skip
 
 
-def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
-    arms = Pipeline([])
-    for arm in (*ARMS, SIZE_ARM):
-        arms += arm_pipeline(arm)
-    return corpus_stage() + curves_pipeline() + arms + fits_pipeline()
+def create_pipeline(arms: tuple[str, ...] = ARMS, **kwargs) -> Pipeline:  # noqa: ANN003
+    """The experiment over ``arms`` (default :data:`ARMS`) and the size arm."""
+    trained = Pipeline([])
+    for arm in (*arms, SIZE_ARM):
+        trained += arm_pipeline(arm)
+    return corpus_stage() + curves_pipeline() + trained + fits_pipeline(tuple(arms))
