@@ -98,9 +98,11 @@ def test_censored_option_reaches_the_fit():
         3,
     )
     assert (tobit["n_runs"], tobit["n_censored"], tobit["n_censored_excluded"]) == (12, 3, 0)
-    assert excluded["wald"]["test"] == "F" and tobit["wald"]["test"] == "chi2"
-    # Seed replicates: the Tobit covariance is clustered by configuration, t on G - k df.
+    # Seed replicates: the Tobit covariance is clustered by configuration, t on G - k df, and
+    # its Wald test is F on the same df (the CIs' reference distribution, not chi2).
+    assert excluded["wald"]["test"] == "F" and tobit["wald"]["test"] == "F"
     assert tobit["n_clusters"] == 6 and tobit["model"]["df_resid"] == 6 - 3
+    assert tobit["wald"]["df_denominator"] == 6 - 3
     # Tobit knows the censored cell emerged after its last step; exclude never saw it.
     at_censored = [law_prediction(s, [32], [64])[0] for s in (tobit, excluded)]
     assert at_censored[0] > at_censored[1]

@@ -21,6 +21,7 @@ from scipy import stats
 
 from ih_kedro.science.statistics import censored_regression as cr
 from tests.science.statistics.censored_mle import independent_tobit
+from tests.science.statistics.cr2_reference import cr2_reference
 
 LOGGER = "ih_kedro.science.statistics.censored_regression"
 
@@ -51,17 +52,47 @@ def test_ols_without_repeats_or_with_few_clusters_is_classical() -> None:
         np.testing.assert_allclose(core.params, ols.params, rtol=1e-10)
 
 
-def test_ols_with_k_plus_two_clusters_is_cluster_robust_with_t_on_g_minus_one() -> None:
+def test_ols_with_k_plus_two_clusters_is_cr2_with_bell_mccaffrey_df() -> None:
     y, X, groups = _ols_data(5, 2)  # G = 5 = k + 2
     core = cr.fit_ols(y, X, groups)
-    cluster = sm.OLS(y, X).fit(cov_type="cluster", cov_kwds={"groups": groups})
+    params, cov, df = cr2_reference(y, X, groups)
     assert core.n_clusters == 5 and core.df_resid == 2.0
-    np.testing.assert_allclose(core.cov, cluster.cov_params(), rtol=1e-10)
-    # The kept statsmodels results use t quantiles on G - 1 = 4 dof.
-    se = np.sqrt(np.diag(cluster.cov_params()))
-    q = stats.t.ppf(0.975, 4)
-    expected = np.column_stack([cluster.params - q * se, cluster.params + q * se])
-    np.testing.assert_allclose(np.asarray(core.results.conf_int(0.05)), expected, rtol=1e-10)
+    np.testing.assert_allclose(core.params, params, rtol=1e-10)
+    np.testing.assert_allclose(core.cov, cov, rtol=1e-8)
+    np.testing.assert_allclose(core.df_coef, df, rtol=1e-8)
+    # Each coefficient's CI is t on its own df.
+    se = math.sqrt(cov[1, 1])
+    q = stats.t.ppf(0.975, df[1])
+    assert cr.coefficient_ci(core, 1, 0.95) == pytest.approx(
+        (params[1] - q * se, params[1] + q * se), rel=1e-9
+    )
+    # The kept statsmodels results are the classical OLS fit (residuals, diagnostics).
+    np.testing.assert_allclose(core.results.resid, y - X @ params, atol=1e-10)
+
+
+def test_cr2_of_singletons_is_hc2_and_of_a_mean_is_the_classical_t() -> None:
+    y, X, _ = _ols_data(8, 1)
+    cov, _ = cr.cr2_covariance(X, y - X @ np.linalg.lstsq(X, y, rcond=None)[0], np.arange(8))
+    np.testing.assert_allclose(cov, sm.OLS(y, X).fit(cov_type="HC2").cov_params(), rtol=1e-8)
+    # A mean over balanced clusters: CR2 is the variance of the cluster means over G, on G - 1
+    # Bell–McCaffrey df, whatever the within-cluster scatter.
+    groups = np.repeat(np.arange(6), 3)
+    y = np.random.default_rng(0).normal(size=18)
+    ones = np.ones((18, 1))
+    cov, blocks = cr.cr2_covariance(ones, y - y.mean(), groups)
+    means = y.reshape(6, 3).mean(axis=1)
+    assert cov[0, 0] == pytest.approx(np.var(means, ddof=1) / 6, rel=1e-10)
+    assert cr.bell_mccaffrey_df(blocks, np.ones(1)) == pytest.approx(5.0, rel=1e-10)
+
+
+def test_clustered_ols_sigma_is_the_sd_of_a_new_run_at_a_new_configuration() -> None:
+    # Balanced seeds: between-configuration mean square (G - k df) + (1 - 1/m) within.
+    y, X, groups = _ols_data(6, 2)
+    core = cr.fit_ols(y, X, groups)
+    resid = (y - X @ np.linalg.lstsq(X, y, rcond=None)[0]).reshape(6, 2)
+    between = 2 * np.sum(resid.mean(axis=1) ** 2) / (2 * (6 - 3))
+    within = np.sum((resid - resid.mean(axis=1, keepdims=True)) ** 2) / (12 - 6)
+    assert core.sigma == pytest.approx(math.sqrt(between + 0.5 * within), rel=1e-10)
 
 
 # ------------------------------------------------------------------ Tobit likelihood

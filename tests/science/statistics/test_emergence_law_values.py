@@ -22,6 +22,7 @@ from ih_kedro.science.statistics.emergence_prediction import (
     predict_emergence,
 )
 from tests.science.statistics.censored_mle import censored_normal_mle, censored_normal_nll
+from tests.science.statistics.cr2_reference import cr2_reference
 from tests.science.statistics.law_tables import GRID, A, B, T, design, grid_table
 from tests.science.statistics.law_tables import classical_fit as fit_emergence_law
 
@@ -317,21 +318,22 @@ def test_ols_wald_f_test_equals_statsmodels():
 
 
 @pytest.mark.parametrize("level", [0.8, 0.95])
-def test_cluster_robust_ols_cis_equal_statsmodels_cluster_with_g_minus_k_df(level):
+def test_cluster_robust_ols_cis_are_cr2_with_bell_mccaffrey_df(level):
     table = grid_table(n_seeds=3)
     fit = fit_emergence_law(table, level=level, leave_one_out=False, cluster_by_configuration=True)
-    groups = (table.batch_size.astype(str) + "_" + table.context_length.astype(str)).factorize()[0]
-    ols = sm.OLS(np.log(table.step.to_numpy()), design(table)).fit(
-        cov_type="cluster", cov_kwds={"groups": groups}, use_t=True
-    )
-    n_groups = len(set(groups))
-    half = stats.t.ppf(0.5 + level / 2, n_groups - 3) * ols.bse  # t on G - k df
-    assert fit.n_clusters == n_groups == 9
-    assert fit.a_ci == pytest.approx(
-        (-(ols.params[1] + half[1]), -(ols.params[1] - half[1])), rel=1e-9
-    )
-    assert fit.b_ci == pytest.approx(
-        (-(ols.params[2] + half[2]), -(ols.params[2] - half[2])), rel=1e-9
+    groups = (table.batch_size.astype(str) + "_" + table.context_length.astype(str)).to_numpy()
+    params, cov, df = cr2_reference(np.log(table.step.to_numpy()), design(table), groups)
+    half = stats.t.ppf(0.5 + level / 2, df) * np.sqrt(np.diag(cov))  # t on each coefficient's df
+    assert fit.n_clusters == 9 and fit.df_resid == 6
+    assert fit.a_ci == pytest.approx((-(params[1] + half[1]), -(params[1] - half[1])), rel=1e-9)
+    assert fit.b_ci == pytest.approx((-(params[2] + half[2]), -(params[2] - half[2])), rel=1e-9)
+    # The joint Wald test: Hotelling's T² on the smaller df of the two exponents.
+    diff = params[1:] + np.array([0.37, 0.62])
+    wald = diff @ np.linalg.solve(cov[1:, 1:], diff)
+    eta = min(df[1:])
+    assert fit.wald_df_denominator == pytest.approx(eta - 1, rel=1e-9)
+    assert fit.wald_p_value == pytest.approx(
+        stats.f.sf(wald * (eta - 1) / (2 * eta), 2, eta - 1), rel=1e-9
     )
 
 

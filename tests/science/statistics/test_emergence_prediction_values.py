@@ -85,7 +85,7 @@ def test_summary_table_rows_are_the_fit_attributes():
     summary = fit_summary_dict(fit)
     assert summary["wald"] == {
         "null_a": 0.37, "null_b": 0.62, "test": "F", "statistic": pytest.approx(fit.wald_statistic),
-        "df": 2, "p_value": pytest.approx(fit.wald_p_value),
+        "df": 2, "df_denominator": 24.0, "p_value": pytest.approx(fit.wald_p_value),
     }  # fmt: skip
     assert summary["n_configurations"] == 9 and summary["seeds"] == [0, 1, 2]
     assert summary["identifiable"] == {"a": True, "b": True} and summary["level"] == 0.95

@@ -41,6 +41,8 @@ the pipelines publish.
   ``attach_bi_induct_looks``, ``adopt_sequential``, ``ADAPTIVE_DEFAULTS``
 - ``base_calibration``: ``choose_dose``, ``dose_response_table``, ``dose_options``,
   ``base_label``, ``DOSE_RULE``
+- ``coverage``: ``run_harness``, ``default_checks``, ``law_checks``, ``LawDesign``,
+  ``CoverageResult``
 - ``markov_calibration``: ``frontier_level``, ``calibration_outcomes``, ``calibration_levels``,
   ``calibration_level_name``
 - ``plots.law``: ``plot_trajectories``, ``plot_predicted_vs_observed``,

@@ -38,6 +38,7 @@ from scipy import stats
 from ih_kedro.science.statistics.censored_regression import (
     RegressionFit,
     coefficient_ci,
+    coefficient_df,
     fit_ols,
     fit_tobit,
 )
@@ -67,8 +68,10 @@ class EmergenceLawFit:
         level: CI level of every ``*_ci``.
         a, b: exponents of B and C (NaN when not identifiable: a single B or C in the data).
         log_T, T: the law's constant (natural log; ``T`` in units of the response).
-        a_ci, b_ci, log_T_ci, T_ci: CIs (t-based for OLS, Wald/normal from the inverse
-            Hessian for Tobit).
+        a_ci, b_ci, log_T_ci, T_ci: CIs: t on each coefficient's Bell–McCaffrey df with the
+            CR2 cluster-robust covariance (OLS with repeated configurations), t on G - k df
+            with the cluster sandwich (Tobit), t on n - k (classical OLS) or normal (classical
+            Tobit); measured coverage in docs/coverage.md.
         r_squared: R² in log space (over uncensored runs for Tobit).
         pearson_r_log, pearson_r_linear: r of predicted vs observed response, uncensored runs,
             in log and linear space, with Fisher-z CIs ``*_ci``.
@@ -84,9 +87,13 @@ class EmergenceLawFit:
         seeds: training seeds of the runs in the fit.
         wald_null: reference exponents tested, ``{"a": ..., "b": ...}`` (for the response:
             step exponents minus one for ``tokens``).
-        wald_statistic, wald_df, wald_p_value, wald_test: joint Wald test of ``wald_null``
-            (``F`` for OLS, ``chi2`` for Tobit); only identifiable exponents are tested.
-        residual_sd: residual sd in log space (sigma).
+        wald_statistic, wald_df, wald_p_value, wald_test, wald_df_denominator: joint Wald
+            test of ``wald_null`` on the CIs' reference distribution: ``F`` on (``wald_df``,
+            ``wald_df_denominator``), ``chi2`` on ``wald_df`` for a classical Tobit fit
+            (``wald_df_denominator`` inf); only identifiable exponents are tested.
+        residual_sd: sd in log space of a run about the law (sigma; with a cluster-robust
+            OLS covariance, of a new run at a new configuration: configuration plus seed
+            scatter).
         identifiable: which exponents the data identify, ``{"a": bool, "b": bool}``.
         extra_covariates: additional numeric covariates in the design.
         coef_names, params, cov, df_resid, constants: the linear model in log space
@@ -130,6 +137,7 @@ class EmergenceLawFit:
     wald_df: int
     wald_p_value: float
     wald_test: str
+    wald_df_denominator: float
     residual_sd: float
     identifiable: dict[str, bool]
     extra_covariates: tuple[str, ...]
@@ -181,30 +189,44 @@ def _pearson_with_ci(x: np.ndarray, y: np.ndarray, level: float) -> tuple[float,
 
 def _wald(
     core: RegressionFit, names: list[str], null: dict[str, float], censored: str
-) -> tuple[float, int, float, str]:
-    rows, targets = [], []
+) -> tuple[float, int, float, str, float]:
+    """The joint Wald test of ``null``: ``(statistic, df, p value, kind, denominator df)``.
+
+    The reference distribution is the CIs' (:func:`coefficient_df`): with per-coefficient
+    (Bell–McCaffrey) df, Hotelling's T² on ``eta`` = the smallest df of the tested exponents,
+    ``F = W (eta - q + 1) / (q eta)`` on ``(q, eta - q + 1)`` (for one exponent: the CI's t²);
+    otherwise ``F = W / q`` on ``(q, df_resid)``, and ``chi2`` on ``q`` only when ``df_resid``
+    is infinite (a classical Tobit fit)."""
+    rows, targets, indices = [], [], []
     for name, key in ((LOG_BATCH_SIZE, "a"), (LOG_CONTEXT_LENGTH, "b")):
         if name in names:
             row = np.zeros(len(names))
             row[names.index(name)] = 1.0
             rows.append(row)
+            indices.append(names.index(name))
             targets.append(-null[key])  # the coefficient of log B is -a
-    kind = "F" if censored == "exclude" else "chi2"
+    kind = "chi2" if math.isinf(core.df_resid) else "F"
     if not rows:
-        return math.nan, 0, math.nan, kind
+        return math.nan, 0, math.nan, kind, math.nan
     R = np.array(rows)
     diff = R @ core.params - np.array(targets)
+    df = len(rows)
     try:
         stat = float(diff @ np.linalg.solve(R @ core.cov @ R.T, diff))
     except np.linalg.LinAlgError:
         # A zero-residual OLS fit has a singular covariance: the test is undefined.
         logger.warning("emergence law: singular coefficient covariance; Wald test undefined")
-        return math.nan, len(rows), math.nan, kind
-    df = len(rows)
-    if kind == "F":
+        return math.nan, df, math.nan, kind, math.nan
+    if kind == "chi2":
+        return stat, df, float(stats.chi2.sf(stat, df)), kind, math.inf
+    if core.df_coef is not None:
+        eta = min(coefficient_df(core, i) for i in indices)
+        stat *= (eta - df + 1) / (df * eta)
+        denominator = eta - df + 1
+    else:
         stat /= df
-        return stat, df, float(stats.f.sf(stat, df, core.df_resid)), kind
-    return stat, df, float(stats.chi2.sf(stat, df)), kind
+        denominator = core.df_resid
+    return stat, df, float(stats.f.sf(stat, df, denominator)), kind, float(denominator)
 
 
 def _leave_one_configuration_out(design: Design, configs: pd.Series, censored: str) -> np.ndarray:
@@ -482,7 +504,13 @@ def _summarise(
         n_clusters=core.n_clusters,
         seeds=seeds,
         wald_null=wald_null,
-        **dict(zip(("wald_statistic", "wald_df", "wald_p_value", "wald_test"), wald, strict=True)),
+        **dict(
+            zip(
+                ("wald_statistic", "wald_df", "wald_p_value", "wald_test", "wald_df_denominator"),
+                wald,
+                strict=True,
+            )
+        ),
         residual_sd=core.sigma,
         identifiable=design.identifiable,
         extra_covariates=tuple(c for c in extra if c in names),

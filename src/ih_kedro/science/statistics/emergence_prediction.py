@@ -229,6 +229,7 @@ def fit_summary_dict(fit: EmergenceLawFit) -> dict[str, Any]:
             "test": fit.wald_test,
             "statistic": _clean(fit.wald_statistic),
             "df": _clean(fit.wald_df),
+            "df_denominator": _clean(fit.wald_df_denominator),
             "p_value": _clean(fit.wald_p_value),
         },
         "n_runs": _clean(fit.n_runs),

@@ -9,7 +9,8 @@ tested against the published forms (:data:`PUBLISHED_FORMS`) by the fit's own jo
 the fit is called once per form with that form as its reference exponents. The test is the
 fit's: ``F`` on (exponents tested, residual df) for OLS, where the residual df is G - k with G
 configurations and k coefficients under the cluster-robust covariance; ``chi2`` on the exponents
-tested for Tobit.
+tested for a classical Tobit fit; under the CR2 covariance the denominator df is Hotelling's
+(the smallest Bell–McCaffrey df of the tested exponents, minus the exponents tested, plus one).
 
 :func:`mechanism_contrasts` compares each arm with the reference arm (``today``) in one pooled
 fit per pair: the differences of the exponents with cluster-robust CIs, the share of the gap to
@@ -32,7 +33,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ih_kedro.science.statistics.censored_regression import RegressionFit, coefficient_ci, fit_ols
+from ih_kedro.science.statistics.censored_regression import (
+    RegressionFit,
+    coefficient_ci,
+    coefficient_df,
+    fit_ols,
+)
 from ih_kedro.science.statistics.emergence_law import (
     CENSORED_HANDLING,
     EmergenceLawFit,
@@ -196,7 +202,7 @@ def _arm_row(
         row[f"wald_{form}_statistic"] = form_fit.wald_statistic
         row[f"wald_{form}_df"] = form_fit.wald_df
         row[f"wald_{form}_p_value"] = form_fit.wald_p_value
-    row.update(n_clusters=fit.n_clusters, df_resid=fit.df_resid, wald_test=fit.wald_test)
+    row.update(n_clusters=fit.n_clusters, df_resid=fit.wald_df_denominator, wald_test=fit.wald_test)
     row["note"] = note
     return row
 
@@ -319,7 +325,7 @@ def size_term_fit(
     b, b_ci = _exponent(core, 2, level)
     c, c_ci = _exponent(core, 3, level)
     se = math.sqrt(core.cov[3, 3]) if core.cov[3, 3] > 0 else math.nan
-    p_value = float(2 * stats.t.sf(abs(c) / se, core.df_resid)) if se > 0 else math.nan
+    p_value = float(2 * stats.t.sf(abs(c) / se, coefficient_df(core, 3))) if se > 0 else math.nan
     return {
         "c": c,
         "c_ci": c_ci,
