@@ -35,10 +35,11 @@ def summary_path(tmp_path):
 
 
 def printed_rows(text: str) -> list[list[float]]:
-    """The numeric rows of the printed table (thousands separators removed)."""
+    """The numeric rows of the printed table (thousands separators removed): its first 8 cells,
+    before ``extrapolated`` and ``extrapolated_axis``."""
     rows = []
     for line in text.splitlines():
-        cells = line.split()
+        cells = line.split()[:8]
         try:
             rows.append([float(cell.replace(",", "")) for cell in cells])
         except ValueError:

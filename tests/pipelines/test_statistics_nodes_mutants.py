@@ -296,11 +296,14 @@ def test_predict_node_unfitted_is_nan_at_the_level():
     ]
     pred = predict_emergence_node({"status": "ok"}, {"predict_for": configs, "level": 0.8})
     assert list(pred.columns) == ["batch_size", "context_length", "step", "step_low", "step_high",
-                                  "tokens", "tokens_low", "tokens_high", "log_se", "level"]  # fmt: skip
+                                  "tokens", "tokens_low", "tokens_high", "log_se", "level",
+                                  "extrapolated", "extrapolated_axis"]  # fmt: skip
     assert pred["batch_size"].tolist() == [32.0, 8.0]
     assert pred["context_length"].tolist() == [64.0, 16.0]
     assert pred["batch_size"].dtype == float
-    assert pred.drop(columns=["batch_size", "context_length", "level"]).isna().all().all()
+    numbers = pred.drop(columns=["batch_size", "context_length", "level", "extrapolated_axis"])
+    assert numbers.isna().all().all()  # extrapolation unknown without a fitted range
+    assert pred["extrapolated_axis"].tolist() == ["unknown range"] * 2
     assert pred["level"].tolist() == [0.8, 0.8]
 
 

@@ -92,6 +92,79 @@ def _new_design(
     return X, valid
 
 
+RANGE_AXES = (("batch_size", "B"), ("context_length", "C"))
+
+
+def fitted_range(fit: EmergenceLawFit | Mapping[str, Any]) -> dict[str, tuple[float, float]] | None:
+    """The smallest and largest B and C of the runs a law was fitted on, ``{"batch_size": (lo,
+    hi), "context_length": (lo, hi)}``; None for a summary written without them."""
+    if isinstance(fit, EmergenceLawFit):
+        return {
+            column: (float(fit.data[column].min()), float(fit.data[column].max()))
+            for column, _ in RANGE_AXES
+        }
+    stored = fit.get("fitted_range")
+    if not stored:
+        return None
+    return {
+        column: (float(stored[column][0]), float(stored[column][1])) for column, _ in RANGE_AXES
+    }
+
+
+def extrapolation(
+    batch: np.ndarray, context: np.ndarray, ranges: Mapping[str, tuple[float, float]] | None
+) -> tuple[Any, np.ndarray]:
+    """Which configurations lie outside the fitted B or C range, and along which axis.
+
+    Returns:
+        ``(extrapolated (m,) bool, axis (m,) str)``: ``axis`` is ``""``, ``"B"``, ``"C"`` or
+        ``"B, C"``; with no known range (``ranges`` None) a nullable boolean of NA and
+        ``"unknown range"``.
+    """
+    if ranges is None:
+        return pd.array([pd.NA] * batch.size, dtype="boolean"), np.full(batch.size, "unknown range")
+    outside = []
+    for (column, _), values in zip(RANGE_AXES, (batch, context), strict=True):
+        low, high = ranges[column]
+        # A relative slack: a grid value read back from JSON is inside its own range.
+        outside.append((values < low * (1 - 1e-9)) | (values > high * (1 + 1e-9)))
+    labels = [", ".join(n for (_, n), o in zip(RANGE_AXES, flags, strict=True) if o)
+              for flags in zip(*outside, strict=True)]  # fmt: skip
+    return outside[0] | outside[1], np.array(labels, dtype=object)
+
+
+def _warn_extrapolation(
+    batch: np.ndarray,
+    context: np.ndarray,
+    extrapolated: Any,
+    ranges: Mapping[str, tuple[float, float]] | None,
+) -> None:
+    """One warning line naming the predicted configurations outside the fitted range (a
+    configuration the fit cannot predict, NaN, is warned about by :func:`_new_design`)."""
+    if ranges is None:
+        logger.warning(
+            "predict_emergence: the fit does not record its B and C range; extrapolation "
+            "cannot be flagged (refit the law to record it)"
+        )
+        return
+    flags = np.asarray(extrapolated, dtype=bool)
+    if not flags.any():
+        return
+    (b_lo, b_hi), (c_lo, c_hi) = ranges["batch_size"], ranges["context_length"]
+    shown = ", ".join(f"B {b:g} C {c:g}" for b, c in zip(batch[flags], context[flags], strict=True))
+    logger.warning(
+        "predict_emergence: %d of %d configurations lie outside the fitted range "
+        "(B %g-%g, C %g-%g): %s; their intervals extrapolate the law",
+        int(flags.sum()),
+        flags.size,
+        b_lo,
+        b_hi,
+        c_lo,
+        c_hi,
+        shown,
+    )
+
+
 def predict_emergence(
     fit: EmergenceLawFit | Mapping[str, Any],
     batch_size: float | Sequence[float],
@@ -113,8 +186,10 @@ def predict_emergence(
     Returns:
         One row per configuration: ``batch_size, context_length, step, step_low, step_high``
         (steps), ``tokens, tokens_low, tokens_high`` (tokens = step B C), ``log_se`` (sd of a
-        new log observation) and ``level``. NaN for a B (C) different from the single value
-        the fit saw when its exponent was not identifiable.
+        new log observation), ``level``, ``extrapolated`` (outside the fitted B or C range,
+        see :func:`extrapolation`; each such configuration is also named in a warning) and
+        ``extrapolated_axis``. NaN for a B (C) different from the single value the fit saw
+        when its exponent was not identifiable.
     """
     if not 0 < level < 1:
         raise ValueError(f"level: must be in (0, 1), got {level}")
@@ -148,6 +223,10 @@ def predict_emergence(
         frame[f"tokens{suffix}"] = frame[f"step{suffix}"] * batch * context
     frame["log_se"] = log_se
     frame["level"] = level
+    ranges = fitted_range(fit)
+    frame["extrapolated"], frame["extrapolated_axis"] = extrapolation(batch, context, ranges)
+    predicted = frame["extrapolated"].fillna(False).to_numpy(bool) & valid
+    _warn_extrapolation(batch, context, predicted, ranges)
     return frame
 
 
@@ -243,6 +322,7 @@ def fit_summary_dict(fit: EmergenceLawFit) -> dict[str, Any]:
         "seeds": [int(s) for s in fit.seeds],
         "identifiable": {k: bool(v) for k, v in fit.identifiable.items()},
         "extra_covariates": list(fit.extra_covariates),
+        "fitted_range": {k: [_clean(v) for v in pair] for k, pair in fitted_range(fit).items()},
         "model": {
             "coef_names": list(fit.coef_names),
             "params": [_clean(v) for v in fit.params],
@@ -283,7 +363,8 @@ def nan_predictions(configs: pd.DataFrame, level: float) -> pd.DataFrame:
 
     Returns:
         ``configs``' ``batch_size, context_length`` (as floats) with NaN ``step, step_low,
-        step_high, tokens, tokens_low, tokens_high, log_se`` and the ``level``.
+        step_high, tokens, tokens_low, tokens_high, log_se``, the ``level`` and an unknown
+        ``extrapolated`` (NA, ``extrapolated_axis`` ``"unknown range"``).
     """
     frame = configs[["batch_size", "context_length"]].astype(float)
     for column in (
@@ -297,6 +378,9 @@ def nan_predictions(configs: pd.DataFrame, level: float) -> pd.DataFrame:
     ):
         frame[column] = math.nan
     frame["level"] = level
+    frame["extrapolated"], frame["extrapolated_axis"] = extrapolation(
+        frame["batch_size"].to_numpy(), frame["context_length"].to_numpy(), None
+    )
     return frame
 
 
