@@ -176,6 +176,37 @@ def choose_dose(
                       "table": table.to_dict("records")})  # fmt: skip
 
 
+def outcomes_from_runs(
+    runs: pd.DataFrame, doses: Mapping[str, Mapping[str, Any]], *, mode: str = "zero"
+) -> pd.DataFrame:
+    """The calibration's outcomes (:data:`OUTCOME_COLUMNS` + ``excess_drop``, ``copy_share``)
+    from the per-run table of :func:`ih_kedro.science.evaluation.bi_induct_runs.run_table`.
+
+    ``doses`` maps each run's ``variant`` label to its ``fixed_rate_copies`` options
+    (``tokens_per_event``, ``span_min``, ``span_max``); ``copy_share`` is the expected share of
+    copied tokens, mean span / ``tokens_per_event``; the budget is the run's ``final_step``; the
+    excess drop is ``ablation_excess_copy_<mode>``. Raises naming a label without a dose."""
+    unknown = sorted(set(runs["variant"]) - set(doses))
+    if unknown:
+        raise ValueError(
+            f"base calibration: runs of {unknown} have no dose (labels: {sorted(doses)})"
+        )
+    options = {label: dict(doses[label]) for label in runs["variant"]}
+    dose = runs["variant"].map(lambda v: float(options[v]["tokens_per_event"]))
+    span = runs["variant"].map(
+        lambda v: (float(options[v].get("span_min", 4)) + float(options[v].get("span_max", 8))) / 2
+    )
+    return pd.DataFrame({
+        "tokens_per_event": dose, "seed": runs["seed"].astype(int),
+        "emergence_step": pd.to_numeric(runs["emergence_step"], errors="coerce").where(
+            ~runs["emergence_censored"].fillna(True).astype(bool)),
+        "censored": runs["emergence_censored"].fillna(True).astype(bool),
+        "budget_steps": runs["final_step"].astype(int),
+        "excess_drop": pd.to_numeric(runs[f"ablation_excess_copy_{mode}"], errors="coerce"),
+        "copy_share": span / dose, "label": runs["variant"],
+    })  # fmt: skip
+
+
 def dose_options(choice: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
     """``fixed_rate_copies`` options of the chosen base: ``base`` with its ``tokens_per_event``
     replaced by the chosen dose. Raises when no dose was chosen."""
@@ -192,4 +223,5 @@ __all__ = [
     "choose_dose",
     "dose_options",
     "dose_response_table",
+    "outcomes_from_runs",
 ]
