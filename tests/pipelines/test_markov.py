@@ -189,6 +189,14 @@ def test_markov_kedro_run_end_to_end(tmp_path: Path) -> None:
     }
     assert all(v["agrees_across_thresholds"] for v in verdicts["claims"].values())
     assert verdicts["budget_steps"] == 12 and verdicts["n_seeds"] == [2]
+    # Adaptive seeds (parameters_markov: 3 planned, +2 per look, cap 7): two seeds make no look
+    # yet, so every claim continues and the next look asks for the third seed.
+    assert verdicts["sequential"]["plan"]["look_sizes"] == [3, 5, 7]
+    assert all(v["sequential"]["status"] == "continue" for v in verdicts["claims"].values())
+    following = verdicts["sequential"]["next_look"]
+    assert (
+        following["seeds"] == [0, 1, 2] and "markov.training.seeds=[0,1,2]" in following["command"]
+    )
     assert verdicts["near_frontier_level"]["reliability"] == 1.0
     assert (reporting / "conditions.png").exists() and (reporting / "processes.png").exists()
     assert (reporting / "comparisons.png").stat().st_size > 0
