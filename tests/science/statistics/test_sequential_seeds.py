@@ -20,6 +20,7 @@ from ih_kedro.science.statistics.sequential_seeds import (
     SequentialPlan,
     decision_distance,
     obrien_fleming_boundary,
+    obrien_fleming_t_boundary,
     projection,
     seeds_needed,
     sequential_verdict,
@@ -41,6 +42,16 @@ def test_obrien_fleming_matches_the_published_constants():
     assert obrien_fleming_boundary([0.5, 1.0], 0.05) == pytest.approx((2.797, 1.977), abs=2e-3)
     five = obrien_fleming_boundary(np.arange(1, 6) / 5, 0.05)
     assert five == pytest.approx((4.562, 3.226, 2.634, 2.281, 2.040), abs=3e-3)
+
+
+def test_obrien_fleming_for_t_looks_is_wider_with_few_seeds_and_normal_with_many():
+    few = obrien_fleming_t_boundary([5, 7, 9], 0.05)
+    normal = obrien_fleming_boundary(np.array([5, 7, 9]) / 9, 0.05)
+    assert all(t > z for t, z in zip(few, normal, strict=True))
+    many = obrien_fleming_t_boundary([200, 400], 0.05)
+    assert many == pytest.approx((2.797, 1.977), abs=0.06)
+    with pytest.raises(ValueError, match="increase"):
+        obrien_fleming_t_boundary([5, 5], 0.05)
 
 
 @pytest.mark.parametrize(
