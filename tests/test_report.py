@@ -165,3 +165,19 @@ def test_check_exits_1_on_a_stale_document(copied_docs: Path, monkeypatch) -> No
     assert report.main(["check"]) == 1
     assert report.main(["render"]) == 0
     assert report.main(["check"]) == 0
+
+
+def test_the_readmes_description_of_make_run_quotes_conf_base() -> None:
+    """The one default the README states in prose (make run's grid) is conf/base's."""
+    training = report.base_parameters(ROOT / "conf" / "base")["law_fit"]["training"]
+    runs = len(training["batch_sizes"]) * len(training["context_lengths"]) * len(training["seeds"])
+    readme = (ROOT / "README.md").read_text()
+
+    def braces(values: list[int]) -> str:
+        return "{" + ", ".join(str(v) for v in values) + "}"
+
+    expected = (
+        f"{runs} runs (B {braces(training['batch_sizes'])} ×\n"
+        f"  C {braces(training['context_lengths'])} × {len(training['seeds'])} seeds)"
+    )
+    assert expected in readme
