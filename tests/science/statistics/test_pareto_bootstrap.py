@@ -87,6 +87,8 @@ def test_bootstrap_band_matches_a_hand_resampling(unit, level):
         "reliability_50",
         "band_low",
         "band_high",
+        "wald_low",
+        "wald_high",
         "n_replicates",
         "n_bootstrap",
         "level",

@@ -550,3 +550,30 @@ def test_log_contour_is_the_log_of_the_contour_without_overflow():
     flat = pf.FrontierFit(coef=np.array([1.0, 2.0, 0.0]), cov=np.eye(3), method="firth",
                           n_runs=10, n_formed=5, converged=True)  # fmt: skip
     assert np.isnan(flat.log_contour(grid)).all()
+
+
+def test_log_contour_interval_is_the_delta_method_band_at_the_level():
+    cov = np.array([[0.5, 0.1, -0.2], [0.1, 0.3, 0.05], [-0.2, 0.05, 0.4]])
+    fit = pf.FrontierFit(coef=np.array([1.0, 2.0, 4.0]), cov=cov, method="firth",
+                         n_runs=10, n_formed=5, converged=True, level=0.9)  # fmt: skip
+    grid = np.array([0.25, 1.0])
+    low, high = fit.log_contour_interval(grid)
+    # Independent: the numerical gradient of the log contour in the coefficients.
+    eps = 1e-6
+    grads = []
+    for i in range(3):
+        step = np.zeros(3)
+        step[i] = eps
+        up = pf.FrontierFit(coef=fit.coef + step, cov=cov, method="firth", n_runs=10,
+                            n_formed=5, converged=True)  # fmt: skip
+        down = pf.FrontierFit(coef=fit.coef - step, cov=cov, method="firth", n_runs=10,
+                              n_formed=5, converged=True)  # fmt: skip
+        grads.append((up.log_contour(grid) - down.log_contour(grid)) / (2 * eps))
+    grad = np.array(grads).T  # (G, 3)
+    se = np.sqrt(np.einsum("gi,ij,gj->g", grad, cov, grad))
+    centre = fit.log_contour(grid)
+    np.testing.assert_allclose(low, centre - 1.6448536269514722 * se, rtol=1e-6)
+    np.testing.assert_allclose(high, centre + 1.6448536269514722 * se, rtol=1e-6)
+    flat = pf.FrontierFit(coef=np.array([1.0, 2.0, 0.0]), cov=cov, method="firth",
+                          n_runs=10, n_formed=5, converged=True)  # fmt: skip
+    assert np.isnan(flat.log_contour_interval(grid)[0]).all()  # no contour, no band

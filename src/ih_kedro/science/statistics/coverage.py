@@ -35,6 +35,8 @@ from ih_kedro.science.statistics.emergence_law import fit_emergence_law
 from ih_kedro.science.statistics.emergence_prediction import predict_emergence
 from ih_kedro.science.statistics.law_mechanisms import PUBLISHED_FORMS, mechanism_contrasts
 from ih_kedro.science.statistics.paired_seeds import mean_interval
+from ih_kedro.science.statistics.pareto_bootstrap import bootstrap_frontier
+from ih_kedro.science.statistics.pareto_frontier import fit_frontier
 
 TOLERANCE = 0.02  # flag a 95 % interval below 93 %, a 5 % test above 7 %
 
@@ -55,12 +57,16 @@ class LawDesign:
     log_T: float = math.log(64_000.0)  # S* = 2,000 steps at B32 C32 with a = b = 0.5
     config_sd: float = 0.2
     seed_sd: float = 0.05
+    # The Tobit check's budget (steps): a run past it is right-censored there. 2,000 censors
+    # about half the runs of the slowest configuration (B32 C32), ~1 in 12 overall.
+    tobit_budget: float = 2_000.0
 
     def describe(self) -> str:
         """One line: the grid, seeds and noise."""
         return (
             f"B {list(self.batch_sizes)} x C {list(self.context_lengths)} x "
-            f"{len(self.seeds)} seeds; config sd {self.config_sd:g}, seed sd {self.seed_sd:g}"
+            f"{len(self.seeds)} seeds; config sd {self.config_sd:g}, seed sd {self.seed_sd:g}; "
+            f"a {self.a:g}, b {self.b:g}; Tobit budget {self.tobit_budget:g} steps"
         )
 
 
@@ -103,10 +109,15 @@ def summarise_hits(
 # Simulated emergence tables
 # --------------------------------------------------------------------------------------------
 def simulate_law_table(
-    design: LawDesign, rng: np.random.Generator, a: float | None = None, b: float | None = None
+    design: LawDesign,
+    rng: np.random.Generator,
+    a: float | None = None,
+    b: float | None = None,
+    budget: float | None = None,
 ) -> pd.DataFrame:
     """One simulated emergence table: ``run_name, batch_size, context_length, seed, step``
-    (S*, steps), every run emerged; ``a``, ``b`` override the design's exponents."""
+    (S*, steps); ``a``, ``b`` override the design's exponents. With a ``budget`` (steps), a
+    run whose S* exceeds it is censored there (``censored``, ``last_step``, NaN ``step``)."""
     a = design.a if a is None else a
     b = design.b if b is None else b
     rows = []
@@ -119,6 +130,11 @@ def simulate_law_table(
                 rows.append((f"B{batch}_C{context}_s{seed}", batch, context, seed, log_step))
     table = pd.DataFrame(rows, columns=["run_name", "batch_size", "context_length", "seed", "y"])
     table["step"] = np.exp(table.pop("y"))
+    if budget is not None:
+        censored = table["step"].to_numpy() > budget
+        table["censored"] = censored
+        table["last_step"] = budget
+        table.loc[censored, "step"] = np.nan
     return table
 
 
@@ -146,8 +162,12 @@ def law_checks(
     ``forms`` (``{name: (a, b)}``, default the published ones) on data whose truth is that form
     (a rejection is a size hit)."""
     prefix = "law" if censored == "exclude" else f"law ({censored})"
+    budget = design.tobit_budget if censored == "tobit" else None
     fit = fit_emergence_law(
-        simulate_law_table(design, rng), censored=censored, level=level, leave_one_out=False
+        simulate_law_table(design, rng, budget=budget),
+        censored=censored,
+        level=level,
+        leave_one_out=False,
     )
     hits = {
         f"{prefix}: a CI": _inside(design.a, fit.a_ci),
@@ -163,7 +183,7 @@ def law_checks(
             math.exp(log_step), (row["step_low"], row["step_high"])
         )
     for form, (a, b) in forms.items():
-        table = simulate_law_table(design, rng, a=a, b=b)
+        table = simulate_law_table(design, rng, a=a, b=b, budget=budget)
         form_fit = fit_emergence_law(
             table, censored=censored, seed_exponents={"a": a, "b": b}, leave_one_out=False
         )
@@ -208,12 +228,91 @@ def contrast_checks(
 
 
 def paired_seed_checks(
-    rng: np.random.Generator, n_seeds: int = 3, sd: float = 1.0, level: float = 0.95
+    rng: np.random.Generator, n_seeds: int = 3, level: float = 0.95, skewed: bool = False
 ) -> dict[str, bool]:
     """One draw of a paired-seed CI (``mean_interval`` of ``n_seeds`` paired differences,
-    true mean 0, normal scatter)."""
-    mean, low, high = mean_interval(rng.normal(0.0, sd, n_seeds), level=level)
-    return {f"paired seeds: mean difference CI ({n_seeds} seeds)": _inside(0.0, (low, high))}
+    true mean 0): normal differences, or ``skewed`` ones (a centred exponential, a lopsided
+    seed effect)."""
+    values = rng.exponential(1.0, n_seeds) - 1.0 if skewed else rng.normal(0.0, 1.0, n_seeds)
+    _, low, high = mean_interval(values, level=level)
+    shape = "skewed" if skewed else "normal"
+    name = f"paired seeds: mean difference CI ({n_seeds} seeds, {shape})"
+    return {name: _inside(0.0, (low, high))}
+
+
+@dataclass(frozen=True)
+class FrontierDesign:
+    """A simulated Pareto grid (``conf/base/parameters_pareto.yml``): frequency x reliability
+    cells, seeds per cell, and the true ``logit P(formed) = b0 + b1 log f + b2 log r``."""
+
+    frequencies: tuple[float, ...] = (0.25, 0.5, 1.0)
+    reliabilities: tuple[float, ...] = (0.5, 0.71, 1.0)
+    n_seeds: int = 3
+    # The 50 % contour passes through (f 0.5, r 0.71); P(formed) spans 0.06-0.94 over the grid.
+    coef: tuple[float, float, float] = (2.756, 2.0, 4.0)
+
+    def describe(self) -> str:
+        return (
+            f"f {list(self.frequencies)} x r {list(self.reliabilities)} x {self.n_seeds} seeds; "
+            f"logit P = {self.coef[0]:g} + {self.coef[1]:g} log f + {self.coef[2]:g} log r"
+        )
+
+    def log_contour(self, frequency: np.ndarray) -> np.ndarray:
+        """The true 50 % contour, log reliability at each frequency."""
+        b0, b1, b2 = self.coef
+        return -(b0 + b1 * np.log(frequency)) / b2
+
+
+def simulate_frontier_runs(design: FrontierDesign, rng: np.random.Generator) -> pd.DataFrame:
+    """One simulated Pareto grid: ``cell, frequency, reliability, seed, formed`` (0/1)."""
+    b0, b1, b2 = design.coef
+    rows = []
+    for f in design.frequencies:
+        for r in design.reliabilities:
+            p = 1.0 / (1.0 + math.exp(-(b0 + b1 * math.log(f) + b2 * math.log(r))))
+            for seed in range(design.n_seeds):
+                rows.append((f"f{f:g}_r{r:g}", f, r, seed, float(rng.random() < p)))
+    return pd.DataFrame(rows, columns=["cell", "frequency", "reliability", "seed", "formed"])
+
+
+def frontier_checks(
+    design: FrontierDesign,
+    rng: np.random.Generator,
+    units: Iterable[str] = ("seed", "cell", "run"),
+    n_bootstrap: int = 200,
+    level: float = 0.95,
+) -> dict[str, bool]:
+    """One draw of the frontier's intervals: per bootstrap ``unit``, the contour band at each
+    grid frequency and the percentile CI of ``b1 / b2`` (:func:`bootstrap_frontier`); and the
+    fit's Wald (delta-method) band and CI of the ratio (:meth:`FrontierFit.log_contour_interval`,
+    :meth:`FrontierFit.coefficient_ratio`)."""
+    runs = simulate_frontier_runs(design, rng)
+    grid = np.asarray(design.frequencies, dtype=float)
+    truth = np.exp(design.log_contour(grid))  # (G,) reliability on the true 50 % contour
+    ratio = design.coef[1] / design.coef[2]
+    hits = {}
+    for unit in units:
+        boot = bootstrap_frontier(
+            runs, grid, n_bootstrap=n_bootstrap, unit=unit, level=level,
+            seed=int(rng.integers(2**31)),
+        )  # fmt: skip
+        band = boot.contour
+        for f, low, high, true_r in zip(grid, band.band_low, band.band_high, truth, strict=True):
+            hits[f"pareto ({unit} bootstrap): contour band at f {f:g}"] = _inside(
+                true_r, (low, high)
+            )
+        row = boot.coefficients.set_index("name").loc["ratio"]
+        hits[f"pareto ({unit} bootstrap): ratio b1/b2 CI"] = _inside(
+            ratio, (row["ci_low"], row["ci_high"])
+        )
+    fit = fit_frontier(runs["frequency"], runs["reliability"], runs["formed"], level=level)
+    low, high = fit.log_contour_interval(grid)
+    for f, lo, hi, true_r in zip(grid, low, high, truth, strict=True):
+        hits[f"pareto (Firth fit): contour Wald band at f {f:g}"] = _inside(
+            math.log(true_r), (lo, hi)
+        )
+    hits["pareto (Firth fit): ratio b1/b2 Wald CI"] = _inside(ratio, fit.coefficient_ratio()[1:])
+    return hits
 
 
 # --------------------------------------------------------------------------------------------
@@ -232,13 +331,16 @@ Check = Callable[[np.random.Generator], dict[str, bool]]
 
 
 def default_checks(design: LawDesign, level: float = 0.95) -> dict[str, Check]:
-    """The checks of every interval and test the law pipelines report, at ``design``:
-    ``{group: check(rng) -> {name: hit}}``."""
+    """The checks of every law interval and test the pipelines report, and of the paired-seed
+    CIs (``bi_induct``: 5 seeds, ``markov``: 3), at ``design``: ``{group: check(rng) ->
+    {name: hit}}``. The frontier's checks (:func:`frontier_checks`) are slower and separate."""
     return {
         "law": lambda rng: law_checks(design, rng, level, new_configs=PREDICTION_CONFIGS),
         "law_tobit": lambda rng: law_checks(design, rng, level, censored="tobit"),
         "contrasts": lambda rng: contrast_checks(design, rng, level),
-        "paired_seeds": lambda rng: paired_seed_checks(rng, level=level),
+        "paired_seeds_markov": lambda rng: paired_seed_checks(rng, 3, level),
+        "paired_seeds_bi_induct": lambda rng: paired_seed_checks(rng, 5, level),
+        "paired_seeds_skewed": lambda rng: paired_seed_checks(rng, 5, level, skewed=True),
     }
 
 

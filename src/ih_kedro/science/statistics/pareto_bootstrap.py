@@ -122,7 +122,9 @@ def bootstrap_frontier(
     """Refit the frontier on resampled runs: the 50% contour's band and the coefficients' CIs.
 
     Every replicate is refitted with the same ``method`` as the full fit; bands and CIs span
-    the central ``level`` of the replicates. ``unit`` (:data:`BOOTSTRAP_UNITS`): ``seed``
+    the central ``level`` of the replicates; ``wald_low, wald_high`` are the full fit's Wald
+    (delta-method) band (:meth:`FrontierFit.log_contour_interval`), which covers at the default
+    design where the percentile bands do not (docs/coverage.md). ``unit`` (:data:`BOOTSTRAP_UNITS`): ``seed``
     redraws each cell's seeds with replacement (the seed is the unit of inference; a cell
     whose seeds all agree contributes no spread, so a grid where every cell is unanimous has a
     zero-width band: seed variation shows none, the Wald CIs still hold the model's
@@ -161,6 +163,7 @@ def bootstrap_frontier(
         low = np.exp(np.nanpercentile(stack, tail, axis=0))  # (G,)
         high = np.exp(np.nanpercentile(stack, 100 - tail, axis=0))  # (G,)
     valid = np.isfinite(stack).sum(axis=0)  # (G,)
+    wald_low, wald_high = full.log_contour_interval(grid)  # (G,) each
     if sum(dropped.values()):
         logger.info("pareto bootstrap (%s, by %s): replicates dropped %s", method, unit, dropped)
     contour = pd.DataFrame(
@@ -169,6 +172,8 @@ def bootstrap_frontier(
             "reliability_50": full.contour(grid),
             "band_low": low,
             "band_high": high,
+            "wald_low": np.exp(wald_low),
+            "wald_high": np.exp(wald_high),
             "n_replicates": valid.astype(int),
             "n_bootstrap": int(n_bootstrap),
             "level": float(level),
@@ -195,8 +200,8 @@ def bootstrap_contour(
     ``contour`` of :func:`bootstrap_frontier`.
 
     Returns one row per frequency: ``frequency, reliability_50`` (the fit on all runs),
-    ``band_low, band_high``, ``n_replicates`` (replicates with a finite contour there),
-    ``n_bootstrap``, ``level``, ``method``, ``unit`` and ``n_dropped_<reason>`` for each
+    ``band_low, band_high`` (percentile), ``wald_low, wald_high`` (delta method),
+    ``n_replicates`` (replicates with a finite contour there), ``n_bootstrap``, ``level``, ``method``, ``unit`` and ``n_dropped_<reason>`` for each
     :data:`BOOTSTRAP_DROPS` reason.
     """
     return bootstrap_frontier(

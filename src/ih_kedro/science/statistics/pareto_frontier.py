@@ -137,6 +137,21 @@ class FrontierFit:
             log_r = (logit(p) - self.coef[0] - self.coef[1] * np.log(f)) / self.coef[2]
         return np.where(np.isfinite(log_r), log_r, np.nan)
 
+    def log_contour_interval(self, frequency: Any, p: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+        """The Wald (delta-method) interval of :meth:`log_contour` at ``level``, ``(low, high)``
+        per frequency (NaN where the contour is): ``g = (logit p - b0 - b1 log f) / b2`` has
+        gradient ``(-1, -log f, -g) / b2``. Measured coverage at the default Pareto design:
+        docs/coverage.md (the percentile bootstrap bands under-cover there)."""
+        f = np.asarray(frequency, dtype=float)
+        g = self.log_contour(f, p)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            grad = np.stack([-np.ones_like(f), -np.log(f), -g], axis=-1) / self.coef[2]  # (G, 3)
+            se = np.sqrt(
+                np.einsum("gi,ij,gj->g", grad.reshape(-1, 3), self.cov, grad.reshape(-1, 3))
+            )
+        half = norm.ppf(0.5 + self.level / 2) * se.reshape(f.shape)
+        return g - half, g + half
+
     def distance(self, frequency: Any, reliability: Any) -> np.ndarray:
         """Signed distance from the 50% frontier in the (log f, log r) plane (+ = forming side)."""
         norm_b = float(np.hypot(self.coef[1], self.coef[2]))
