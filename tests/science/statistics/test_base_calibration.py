@@ -12,6 +12,7 @@ from ih_kedro.science.statistics.base_calibration import (
     choose_dose,
     dose_options,
     dose_response_table,
+    outcomes_from_runs,
 )
 
 BUDGET = 1500
@@ -94,3 +95,20 @@ def test_table_numbers_and_errors():
         dose_response_table(pd.concat([_outcomes(STEPS)] * 2))
     with pytest.raises(ValueError, match="margin_factor"):
         dose_response_table(_outcomes(STEPS), margin_factor=0.5)
+
+
+def test_outcomes_from_the_run_table():
+    runs = pd.DataFrame({"variant": ["copies_1_per_16", "copies_1_per_64"], "seed": [0, 0],
+                         "emergence_step": [700.0, 1500.0], "emergence_censored": [False, True],
+                         "final_step": [1500, 1500], "ablation_excess_copy_zero": [0.1, 0.3]})  # fmt: skip
+    doses = {"copies_1_per_16": {"tokens_per_event": 16, "span_min": 4, "span_max": 8},
+             "copies_1_per_64": {"tokens_per_event": 64}}  # fmt: skip
+    outcomes = outcomes_from_runs(runs, doses)
+    assert list(outcomes["tokens_per_event"]) == [16, 64]
+    assert outcomes["emergence_step"].iloc[0] == 700 and math.isnan(
+        outcomes["emergence_step"].iloc[1]
+    )
+    assert list(outcomes["censored"]) == [False, True]
+    assert outcomes["copy_share"].tolist() == pytest.approx([6 / 16, 6 / 64])
+    with pytest.raises(ValueError, match="no dose"):
+        outcomes_from_runs(runs, {"copies_1_per_16": doses["copies_1_per_16"]})
