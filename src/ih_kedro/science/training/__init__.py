@@ -15,6 +15,8 @@ or a multi-rank job under the ``deepspeed`` launcher; every run is tracked in ML
 - ``checkpoints``: ``CheckpointStore``
 - ``distributed``: ``init_distributed``, ``build_engine``, ``deepspeed_config_for_run``
 - ``run``: ``train_run``, ``MANIFEST_COLUMNS``
+- ``chunked_cross_entropy``: ``linear_cross_entropy``, ``chunked_linear_cross_entropy``,
+  ``ChunkedLinearCrossEntropy``, ``hidden_states_instead_of_logits``, ``LOSS_IMPLEMENTATIONS``
 - ``grid``: ``expand_grid``, ``run_name``, ``with_variant_data``, ``sweep_probe_length``
 - ``tasks``: ``RunTask``, ``TokenSource``, ``TrackingSpec``, ``manifest_row``
 - ``sweep``: ``run_sweep``, ``execute_run``, ``ExecutorConfig``, ``SweepFailedError``,

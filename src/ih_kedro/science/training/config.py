@@ -20,6 +20,7 @@ from ih_kedro.science.data.variants.registry import (
     VARIANT_CHECKS,
     load_variant_providers,
 )
+from ih_kedro.science.training.chunked_cross_entropy import LOSS_IMPLEMENTATIONS
 from ih_kedro.science.training.models import load_model_presets
 
 SCHEDULES = ("constant", "cosine")
@@ -97,6 +98,10 @@ class TrainingRunConfig:
     # micro-batches of at most this many tokens whose gradients add up to one optimizer step
     # (DeepSpeed gradient accumulation). None: the rank's whole batch in one pass.
     micro_batch_tokens: int | None = None
+    # How the step's loss is computed (chunked_cross_entropy.py): "full" builds the (m·C, V)
+    # logits; "chunked" never does (same loss and gradients to rounding); "liger" is
+    # Liger-Kernel's fused kernel (CUDA, optional package).
+    loss_implementation: str = "full"
 
     def micro_batch_rows(self, world_size: int = 1) -> int:
         """Rows per forward pass on a rank: the largest divisor of ``B / world_size`` whose
@@ -188,6 +193,7 @@ def validate_run_config(config: TrainingRunConfig, vocab_size: int, corpus_token
     _check_run_name(config.run_name)
     _check_sizes(config)
     _check_micro_batch(config)
+    _check_loss_implementation(config)
     _check_preset(config.preset)
     _check_corpus(config, vocab_size, corpus_tokens)
     _check_data_variant(config)
@@ -337,6 +343,15 @@ def _check_schedule_units(config: TrainingRunConfig) -> None:
         raise ValueError(
             f"training.warmup_steps: a warm-up of {warmup} steps does not end before the "
             f"horizon of {steps_in_horizon} steps (horizon_tokens={horizon}){_where(config)}"
+        )
+
+
+def _check_loss_implementation(config: TrainingRunConfig) -> None:
+    """Raise unless ``loss_implementation`` is one of ``LOSS_IMPLEMENTATIONS``."""
+    if config.loss_implementation not in LOSS_IMPLEMENTATIONS:
+        raise ValueError(
+            f"training.loss_implementation: {config.loss_implementation!r} is not one of "
+            f"{LOSS_IMPLEMENTATIONS}"
         )
 
 

@@ -68,6 +68,7 @@ _SHARED_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "checkpoint_unit": ("checkpoint_unit", _keep),
     "log_every": ("log_every", int),
     "micro_batch_tokens": ("micro_batch_tokens", _keep),
+    "loss_implementation": ("loss_implementation", str),
 }
 # The same for ``online_emergence``'s options.
 _ONLINE_FIELDS: dict[str, tuple[str, Callable[[Any], Any]]] = {

@@ -30,6 +30,10 @@ from ih_kedro.science.data.batches import Batch, sample_batch
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.data.variants.copies import count_copy_events
 from ih_kedro.science.training.checkpoints import CheckpointStore
+from ih_kedro.science.training.chunked_cross_entropy import (
+    hidden_states_instead_of_logits,
+    linear_cross_entropy,
+)
 from ih_kedro.science.training.config import TrainingRunConfig, validate_run_config
 from ih_kedro.science.training.distributed import build_engine, init_distributed
 from ih_kedro.science.training.models import (
@@ -376,17 +380,32 @@ def _train_step(
     micro_batches = tokens.split(engine.train_micro_batch_size_per_gpu())  # each (m, C+1)
     losses = []
     for micro in micro_batches:
-        logits = engine(input_ids=micro[:, :-1]).logits  # (m, C, vocab)
-        loss = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.size(-1)).float(),  # (m·C, vocab)
-            micro[:, 1:].reshape(-1),  # (m·C,)
-        )
+        loss = _micro_batch_loss(engine, micro, config.loss_implementation)
         # DeepSpeed divides by the accumulation steps and steps the optimizer (and the LR
         # schedule) only after the last micro-batch of the step.
         engine.backward(loss)
         engine.step()
         losses.append(loss.detach())
     return batch, torch.stack(losses).mean()
+
+
+def _micro_batch_loss(engine: Any, micro: torch.Tensor, implementation: str) -> torch.Tensor:
+    """Mean next-token loss (nats, fp32) of one micro-batch ``(m, C+1)`` through the engine.
+
+    ``full`` builds the ``(m·C, V)`` logits and casts them to fp32; ``chunked`` / ``liger``
+    take the last hidden states instead and never build them (``chunked_cross_entropy``).
+    """
+    inputs, targets = micro[:, :-1], micro[:, 1:]  # (m, C) each
+    if implementation == "full":
+        logits = engine(input_ids=inputs).logits  # (m, C, vocab)
+        return torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)).float(),  # (m·C, vocab)
+            targets.reshape(-1),  # (m·C,)
+        )
+    with hidden_states_instead_of_logits(engine.module) as captured:
+        engine(input_ids=inputs)
+    head = captured["head"]
+    return linear_cross_entropy(implementation, captured["hidden"], head.weight, targets, head.bias)
 
 
 def _count_batch(
