@@ -7,9 +7,9 @@ model of head formation over frequency x reliability, with a bootstrap contour b
 Pareto-minimal cells and the growth of S* toward the frontier, its seed bootstrap and its
 verdicts at several thresholds and on a threshold-free formation score. The Markov verdicts judge the
 study's claims from the runs, conditions paired by seed (``paired_seeds``: the paired t interval
-and the rule that asks every seed to agree), at several thresholds; ``sequential_seeds`` adds seeds to undecided verdicts look by look under
-a stated correction, and ``base_calibration`` picks the least repetition enrichment that still
-forms heads. ``plots`` draws every figure
+and the rule that asks every seed to agree), at several thresholds; ``sequential_seeds`` adds
+seeds to undecided verdicts look by look under a stated correction, and ``base_calibration``
+picks the least repetition enrichment that still forms heads. ``plots`` draws every figure
 the pipelines publish.
 
 - ``law_design``: ``build_design``, ``validate_table``, ``censored_mask``, ``Design``
