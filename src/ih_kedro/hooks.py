@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import atexit
+import copy
+import difflib
 import logging
 import os
 import signal
@@ -11,10 +13,15 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import click
 from kedro.framework.hooks import hook_impl
 
 from ih_kedro.science.training.runtime import configure_runtime
-from ih_kedro.science.training.tracking import NOTE_TAG, describe_experiment
+from ih_kedro.science.training.tracking import (
+    NOTE_TAG,
+    describe_experiment,
+    end_running_children,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +42,91 @@ class RuntimeEnvironmentHooks:
             )
         description = configure_runtime()
         logger.info("runtime: %s", description)
+
+
+class UnknownParameterError(click.ClickException, ValueError):
+    """A ``--params``/``--config`` override that names no parameter of the project's conf.
+
+    A ``ClickException``: ``kedro run`` prints "Error: <message>" and exits 1, without the
+    traceback of the hook that raised it.
+    """
+
+
+def parameter_paths(parameters: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Every dotted path of ``parameters``, mappings and leaves alike (``law_fit``,
+    ``law_fit.training``, ``law_fit.training.seeds``, ...)."""
+    paths = []
+    for key, value in parameters.items():
+        path = f"{prefix}{key}"
+        paths.append(path)
+        if isinstance(value, Mapping):
+            paths.extend(parameter_paths(value, f"{path}."))
+    return paths
+
+
+def unknown_overrides(
+    parameters: Mapping[str, Any], overrides: Mapping[str, Any], prefix: str = ""
+) -> list[str]:
+    """The dotted paths of ``overrides`` that name no key of ``parameters``.
+
+    A mapping that is empty or null in ``parameters`` (``executor.options: {}``) is free-form:
+    any key under it is accepted.
+    """
+    unknown = []
+    for key, value in overrides.items():
+        path = f"{prefix}{key}"
+        if key not in parameters:
+            unknown.append(path)
+            continue
+        known = parameters[key]
+        if isinstance(value, Mapping) and isinstance(known, Mapping) and known:
+            unknown.extend(unknown_overrides(known, value, f"{path}."))
+    return unknown
+
+
+def unknown_override_message(unknown: list[str], parameters: Mapping[str, Any]) -> str:
+    """Which overrides name no parameter, each with the nearest existing key."""
+    paths = parameter_paths(parameters)
+    lines = []
+    for path in unknown:
+        nearest = difflib.get_close_matches(path, paths, n=1, cutoff=0.6)
+        hint = f"did you mean `{nearest[0]}`?" if nearest else "no parameter has a similar name"
+        lines.append(f"`{path}`: no such parameter; {hint}")
+    return (
+        "Parameter override names no parameter (from --params or --config), so nothing was "
+        "run:\n  " + "\n  ".join(lines) + "\nParameters are the keys of conf/base/parameters_*.yml "
+        "(and of the --env's files); a new one goes into such a file first."
+    )
+
+
+def check_parameter_overrides(config_loader: Any) -> None:
+    """Raise :class:`UnknownParameterError` if a runtime override names no parameter of the
+    conf (base and the run's env), comparing against the parameters loaded without them."""
+    overrides = dict(getattr(config_loader, "runtime_params", None) or {})
+    if not overrides:
+        return
+    plain = copy.copy(config_loader)
+    plain.runtime_params = {}
+    try:
+        parameters = plain["parameters"]
+    except Exception:  # noqa: BLE001 - no parameter files: every override is unknown
+        parameters = {}
+    unknown = unknown_overrides(parameters, overrides)
+    if unknown:
+        raise UnknownParameterError(unknown_override_message(unknown, parameters))
+
+
+class ParameterOverrideHooks:
+    """Refuse an override that names no parameter, before any node runs.
+
+    Kedro merges ``--params``/``--config`` overrides into the parameters whatever their keys, so a
+    misspelt or mis-nested key (``law_fit.training.seed``) would add a parameter nobody reads and
+    train the default grid silently.
+    """
+
+    @hook_impl
+    def after_context_created(self, context) -> None:  # noqa: ANN001 - Kedro's signature
+        check_parameter_overrides(context.config_loader)
 
 
 def _n_layers(preset: Any) -> int:
@@ -124,7 +216,8 @@ os.register_at_fork(after_in_child=_default_sigterm_in_child)
 
 
 class InterruptedRunHooks:
-    """A Kedro run stopped by SIGTERM or Ctrl-C ends its MLflow run as ``KILLED``.
+    """A Kedro run stopped by SIGTERM or Ctrl-C ends its MLflow run as ``KILLED``, and every
+    training run nested under it that is still ``RUNNING`` too.
 
     Nothing else does: Kedro calls ``on_pipeline_error`` (kedro-mlflow's ``FAILED``) only for an
     ``Exception``, and MLflow's own exit handler ends a still-active run as ``FINISHED``, so a run
@@ -162,6 +255,10 @@ class InterruptedRunHooks:
         if not self._running or mlflow is None or mlflow.active_run() is None:
             return
         run_id = mlflow.active_run().info.run_id
+        try:  # the training runs in flight first: their workers died without ending them
+            end_running_children(mlflow.MlflowClient(), run_id)
+        except Exception:  # noqa: BLE001 - the parent is ended whatever happens here
+            logger.exception("could not end the nested runs of MLflow run %s", run_id)
         mlflow.end_run(status="KILLED")
         self._running = False
         logger.warning("kedro run interrupted: MLflow run %s marked KILLED", run_id)

@@ -12,10 +12,12 @@ from ih_kedro.hooks import (  # noqa: E402
     DesignValidationHooks,
     InterruptedRunHooks,
     MlflowPresentationHooks,
+    ParameterOverrideHooks,
     RuntimeEnvironmentHooks,
 )
 
 HOOKS = (
+    ParameterOverrideHooks(),
     RuntimeEnvironmentHooks(),
     DesignValidationHooks(),
     MlflowPresentationHooks(),

@@ -342,7 +342,9 @@ def test_plan_variant_data_falls_back_without_a_frontier_table(tmp_path: Path) -
 def test_plan_variant_data_logs_every_resolved_level(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="ih_kedro.pipelines.markov.nodes")
     plan_variant_data({"a": _process("a")}, {"levels": _LEVELS})
-    assert caplog.messages == [
+    assert [
+        r.getMessage() for r in caplog.records if r.name == "ih_kedro.pipelines.markov.nodes"
+    ] == [
         "markov level high: frequency 1, reliability 1 (parameter)",
         "markov level near: frequency 0.5, reliability 0.9 "
         "(fallback_reliability (no pareto frontier table))",
@@ -873,7 +875,8 @@ def test_judge_with_the_default_levels_thresholds_and_metric() -> None:
 def test_judge_logs_the_verdicts(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="ih_kedro.pipelines.markov.report_nodes")
     judge(_runs_table(), _FRONTIER_LEVEL, {})
-    assert caplog.messages == [f"markov verdicts: {_ALL_SUPPORTED}"]
+    messages = [r.getMessage() for r in caplog.records if r.name.endswith("markov.report_nodes")]
+    assert messages == [f"markov verdicts: {_ALL_SUPPORTED}"]
 
 
 def test_judge_reads_the_configured_levels_thresholds_and_metric() -> None:

@@ -90,7 +90,7 @@ def test_record_bad_keeps_five_examples_and_logs_100_warnings(
         (logging.WARNING, "more than 100 invalid_json records: further ones are logged at DEBUG")
     ]
     # The notice comes right before the 101st record's DEBUG line.
-    messages = [r.getMessage() for r in caplog.records]
+    messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     assert messages[100].startswith("more than 100") and messages[101].startswith("f.jsonl:101:")
 
 
@@ -160,7 +160,7 @@ def test_bad_record_reasons_are_logged(tmp_path: Path, caplog: pytest.LogCapture
     paths = [tmp_path / "bad.jsonl", tmp_path / "junk.jsonl.zst", tmp_path / "missing.jsonl"]
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert list(iter_pile_documents(paths)) == []
-    messages = [r.getMessage() for r in caplog.records]
+    messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     bad = str(tmp_path / "bad.jsonl")
     try:
         lines[0].decode("utf-8")

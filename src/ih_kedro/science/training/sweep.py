@@ -214,6 +214,8 @@ def run_sweep(
     executor.validate()
     if tracking is not None:
         _prepare_store(tracking)
+        if tracking.parent_run_id:
+            _adopt_finished_runs(configs, store, tracking)
     source = TokenSource.of(packed)
     tasks = [
         RunTask(
@@ -248,10 +250,7 @@ def run_sweep(
     missing = [t.config.run_name for t in tasks if t.config.run_name not in results]
     if missing:  # defensive: every task either returned or failed
         raise SweepFailedError(dict.fromkeys(missing, "no result returned"), len(tasks))
-    rows = [results[t.config.run_name] for t in tasks]
-    if tracking is not None and tracking.parent_run_id:
-        _adopt_skipped_runs(rows, tracking)
-    return rows
+    return [results[t.config.run_name] for t in tasks]
 
 
 def _prepare_store(tracking: TrackingSpec) -> None:
@@ -264,17 +263,19 @@ def _prepare_store(tracking: TrackingSpec) -> None:
     retry_locked(lambda: client.search_experiments(max_results=1))
 
 
-def _adopt_skipped_runs(rows: list[dict[str, Any]], tracking: TrackingSpec) -> None:
-    """Move the MLflow runs of skipped (already complete) runs under this sweep's parent."""
+def _adopt_finished_runs(
+    configs: Sequence[TrainingRunConfig], store: CheckpointStore, tracking: TrackingSpec
+) -> None:
+    """Move the MLflow runs of the already complete runs (the sweep will skip them) under this
+    sweep's parent, before any training: a rerun that is itself interrupted, or whose sweep
+    fails, still shows the whole sweep under one parent. Runs resumed from a checkpoint move when
+    they resume (``MlflowTracker.run``)."""
     import mlflow
 
     from ih_kedro.science.training.tracking import reparent_runs
 
-    ids = [
-        row["mlflow_run_id"]
-        for row in rows
-        if row.get("stop_reason") == "already_complete" and row.get("mlflow_run_id")
-    ]
+    summaries = [store.read_summary(config.run_name) for config in configs]
+    ids = [s["mlflow_run_id"] for s in summaries if s is not None and s.get("mlflow_run_id")]
     if ids:
         client = mlflow.MlflowClient(tracking_uri=tracking.tracking_uri)
         reparent_runs(client, ids, str(tracking.parent_run_id))

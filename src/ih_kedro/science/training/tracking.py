@@ -198,7 +198,8 @@ class MlflowTracker:
 
         A resumed run is re-parented to the current parent (a rerun after a crash collects the
         whole sweep under the run that finishes it; see :func:`reparent_runs`). The run ends
-        ``FINISHED``, or ``FAILED`` if the body raises.
+        ``FINISHED``; ``KILLED`` if the body is interrupted (Ctrl-C, or SIGTERM, which the Kedro
+        hooks turn into ``SystemExit``); ``FAILED`` if it raises anything else.
         """
         from mlflow.entities import Param
 
@@ -235,6 +236,9 @@ class MlflowTracker:
         try:
             yield run_id
             status = "FINISHED"
+        except (KeyboardInterrupt, SystemExit):
+            status = "KILLED"
+            raise
         finally:
             finished_id = run_id
             retry_locked(lambda: client.set_terminated(finished_id, status=status))
@@ -304,3 +308,27 @@ def reparent_runs(client: Any, run_ids: Iterable[str], parent_run_id: str) -> li
                 killed.append(old)
                 logger.info("MLflow: marked the dead parent run %s KILLED", old)
     return killed
+
+
+def end_running_children(client: Any, parent_run_id: str, status: str = "KILLED") -> list[str]:
+    """End every nested run of ``parent_run_id`` that is still ``RUNNING`` with ``status``;
+    return their ids.
+
+    What an interrupted sweep leaves behind: a Ray worker cancelled with ``force=True`` (or a
+    rank job's process) dies without ending its training run, so the run would stay
+    ``RUNNING`` in the UI forever. Called when the Kedro run is interrupted, before its parent run
+    is ended ``KILLED`` (``ih_kedro.hooks.InterruptedRunHooks``).
+    """
+    parent = retry_locked(lambda: client.get_run(parent_run_id))
+    query = f"tags.mlflow.parentRunId = '{parent_run_id}' and attributes.status = 'RUNNING'"
+    children = retry_locked(
+        lambda: client.search_runs([parent.info.experiment_id], query, max_results=10_000)
+    )
+    ended = []
+    for child in children:
+        child_id = child.info.run_id
+        retry_locked(lambda child_id=child_id: client.set_terminated(child_id, status=status))
+        ended.append(child_id)
+    if ended:
+        logger.warning("MLflow: %d training run(s) in flight marked %s", len(ended), status)
+    return ended
