@@ -88,7 +88,8 @@ def test_bad_records_are_counted_named_and_skipped(
         json.dumps({"text": 42}).encode(),  # line 7: text not a string
     ]
     write_jsonl(tmp_path / "bad.jsonl", lines, compress=False)
-    # A truncated .zst shard: its readable prefix is kept, the truncation is one bad record.
+    # A truncated .zst shard: its readable prefix is kept, the documents after the cut are bad
+    # records (estimated: test_a_truncated_shard_counts_the_documents_it_lost_as_an_estimate).
     # ~520 kB, several 128 kB zstd blocks, so the first half still decodes to whole lines.
     many = [json.dumps(record(random_text(random.Random(i), 200))).encode() for i in range(400)]
     full = zstandard.ZstdCompressor().compress(b"".join(x + b"\n" for x in many))
@@ -100,12 +101,13 @@ def test_bad_records_are_counted_named_and_skipped(
     with caplog.at_level(logging.WARNING, logger="ih_kedro.science.data.corpus"):
         docs = list(iter_pile_documents(paths, stats))
 
+    n_lost = stats.bad["corrupt_shard"] - 1  # the garbage shard is one record
     assert stats.bad == {
         "invalid_json": 1,
         "missing_text": 2,
         "empty_text": 1,
         "invalid_utf8": 1,
-        "corrupt_shard": 2,
+        "corrupt_shard": 1 + n_lost,
     }
     bad_file = str(tmp_path / "bad.jsonl")
     assert stats.examples["invalid_json"] == [f"{bad_file}:2"]
@@ -130,7 +132,9 @@ def test_bad_records_are_counted_named_and_skipped(
     assert f"{trunc_file}:{n_trunc}: corrupt_shard (truncated:" in messages
     assert f"{n_trunc} is the last good line" in messages
     assert stats.documents == len(docs)
-    assert stats.bad_fraction == pytest.approx(7 / (len(docs) + 7))
+    assert abs(n_lost - (400 - n_trunc)) <= 2  # one frame: the estimate is close
+    assert stats.estimated_bad == n_lost - 1
+    assert stats.bad_fraction == pytest.approx((6 + n_lost) / (len(docs) + 6 + n_lost))
 
 
 def test_bad_fraction_threshold(tmp_path: Path) -> None:
@@ -187,3 +191,55 @@ def test_shard_truncated_before_its_first_line_is_one_bad_record_at_line_1(
     assert stats.bad == {"corrupt_shard": 1}
     assert stats.examples["corrupt_shard"] == [f"{tmp_path / 'cut.jsonl.zst'}:1"]
     assert "no complete line before the cut" in caplog.text
+
+
+def _truncated_kjv_shard(folder: Path, keep: float, n_documents: int = 40) -> Path:
+    """A one-frame ``.jsonl.zst`` shard of ``n_documents`` KJV chapters cut to ``keep`` of its
+    bytes."""
+    from itertools import islice
+
+    from ih_kedro.science.data.embedded_corpus import kjv_documents
+
+    docs = [{"text": d["text"], "meta": {"pile_set_name": "KJV"}}
+            for d in islice(kjv_documents(), n_documents)]  # fmt: skip
+    (shard,) = write_pile_shards(docs, folder, docs_per_shard=n_documents)
+    data = shard.read_bytes()
+    shard.write_bytes(data[: int(len(data) * keep)])
+    return shard
+
+
+def test_a_truncated_shard_counts_the_documents_it_lost_as_an_estimate(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """40 documents, the last ~10 % of the compressed bytes cut: the documents after the cut
+    count as bad records (estimated from the frame's declared size and the shard's mean line
+    length), not as one record whatever the shard held."""
+    shard = _truncated_kjv_shard(tmp_path, keep=0.9)
+    stats = IngestionStats()
+    with caplog.at_level(logging.WARNING, logger="ih_kedro.science.data.corpus"):
+        docs = list(iter_pile_documents([shard], stats))
+    lost = 40 - len(docs)
+    assert 0 < len(docs) < 40 and lost >= 3
+    assert abs(stats.bad["corrupt_shard"] - lost) <= 1  # one frame: the estimate is close
+    assert stats.estimated_bad == stats.bad["corrupt_shard"] - 1  # the first one is certain
+    assert stats.bad_fraction == pytest.approx(lost / 40, abs=1 / 40)
+    report = stats.as_dict()
+    assert report["bad_total"] == stats.bad["corrupt_shard"]
+    assert report["bad_estimated"] == stats.estimated_bad
+    assert f"~{stats.bad['corrupt_shard']} documents lost (estimated:" in caplog.text
+    with pytest.raises(BadInputError, match=r"of them estimated: documents lost after the cut"):
+        stats.check(0.05)
+
+
+def test_a_shard_cut_before_its_first_line_is_estimated_from_the_pass_so_far(
+    tmp_path: Path,
+) -> None:
+    intact = _truncated_kjv_shard(tmp_path / "a", keep=1.0)
+    cut = _truncated_kjv_shard(tmp_path / "b", keep=0.3)
+    stats = IngestionStats()
+    docs = list(iter_pile_documents([intact, cut], stats))
+    assert len(docs) == 40  # the cut shard gave no complete line
+    assert 30 <= stats.bad["corrupt_shard"] <= 50  # ~40 documents of the intact shard's length
+    alone = IngestionStats()
+    assert list(iter_pile_documents([cut], alone)) == []
+    assert alone.bad == {"corrupt_shard": 1} and alone.estimated_bad == 0  # nothing to measure

@@ -57,6 +57,7 @@ def test_as_dict_is_the_exact_json_summary() -> None:
         "text_bytes": 120,
         "bad_total": 1,
         "bad_fraction": 0.25,
+        "bad_estimated": 0,
         "bad_by_category": {
             "corrupt_shard": 0,
             "invalid_utf8": 0,

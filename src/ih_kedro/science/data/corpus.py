@@ -51,7 +51,16 @@ class BadInputError(ValueError):
 
 
 class _TruncatedShardError(Exception):
-    """A ``.zst`` shard ended inside a zstd frame."""
+    """A ``.zst`` shard ended inside a zstd frame.
+
+    ``missing_bytes``: decompressed bytes of that frame never read as complete lines (its
+    declared content size minus the complete lines it gave), or ``None`` when the frame header
+    declares no size.
+    """
+
+    def __init__(self, message: str, missing_bytes: int | None = None) -> None:
+        super().__init__(message)
+        self.missing_bytes = missing_bytes
 
 
 @dataclass(frozen=True)
@@ -85,9 +94,13 @@ class IngestionStats:
         text_bytes: Bytes of the good documents' raw JSON lines as stored (decompressed, with
             the ``meta`` and JSON escaping), not of the text alone; see the dedup report's
             ``bytes_in`` for text bytes.
-        bad: Bad records by category (see :data:`BAD_CATEGORIES`). A corrupt or truncated
-            ``.zst`` shard counts as one ``corrupt_shard`` record (its readable lines count
-            as usual); a truncated one is located at its last complete line.
+        bad: Bad records by category (see :data:`BAD_CATEGORIES`). A corrupt ``.zst`` shard
+            counts as one ``corrupt_shard`` record. A truncated one counts as the documents it
+            lost after the cut, estimated from the cut frame's declared size and the shard's
+            mean line length (at least one; frames after the cut are unknown, so this is a
+            lower bound), located at its last complete line; its readable lines count as usual.
+        estimated_bad: How many of ``bad`` are estimates (lost documents of truncated shards
+            beyond the one the cut certainly destroyed).
         examples: Up to 5 ``"file:line"`` locations per bad category.
         by_set: Good documents per ``pile_set_name``.
     """
@@ -98,6 +111,7 @@ class IngestionStats:
     bad: Counter = field(default_factory=Counter)
     examples: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     by_set: Counter = field(default_factory=Counter)
+    estimated_bad: int = 0
 
     @property
     def n_bad(self) -> int:
@@ -110,19 +124,23 @@ class IngestionStats:
         total = self.documents + self.n_bad
         return self.n_bad / total if total else 0.0
 
-    def record_bad(self, category: str, source: str, line: int, reason: str) -> None:
-        """Count one bad record and log it, naming file and line."""
-        self.bad[category] += 1
+    def record_bad(
+        self, category: str, source: str, line: int, reason: str, count: int = 1
+    ) -> None:
+        """Count ``count`` bad records at one place (one, or a truncated shard's lost
+        documents) and log them, naming file and line."""
+        # One log line per call: its rank among the category's records decides the level.
+        rank = self.bad[category] + 1
+        self.bad[category] += count
         if len(self.examples[category]) < 5:
             self.examples[category].append(f"{source}:{line}")
-        count = self.bad[category]
-        if count == _MAX_WARNINGS_PER_CATEGORY + 1:
+        if rank == _MAX_WARNINGS_PER_CATEGORY + 1:
             logger.warning(
                 "more than %d %s records: further ones are logged at DEBUG",
                 _MAX_WARNINGS_PER_CATEGORY,
                 category,
             )
-        level = logging.WARNING if count <= _MAX_WARNINGS_PER_CATEGORY else logging.DEBUG
+        level = logging.WARNING if rank <= _MAX_WARNINGS_PER_CATEGORY else logging.DEBUG
         logger.log(level, "%s:%d: %s (%s); skipped", source, line, category, reason)
 
     def check(self, max_bad_fraction: float | None, name: str = "max_bad_fraction") -> None:
@@ -136,8 +154,14 @@ class IngestionStats:
         if not 0.0 <= max_bad_fraction <= 1.0:
             raise ValueError(f"{name}: must be in [0, 1], got {max_bad_fraction}")
         if self.bad_fraction > max_bad_fraction:
+            estimate = (
+                f" ({self.estimated_bad} of them estimated: documents lost after the cut of a "
+                "truncated shard)"
+                if self.estimated_bad
+                else ""
+            )
             raise BadInputError(
-                f"{name}: {self.n_bad} bad records of {self.documents + self.n_bad} "
+                f"{name}: {self.n_bad} bad records{estimate} of {self.documents + self.n_bad} "
                 f"({self.bad_fraction:.4%}) exceed the allowed {max_bad_fraction:.4%}; "
                 f"by category: {dict(self.bad)}; examples: {dict(self.examples)}"
             )
@@ -150,6 +174,7 @@ class IngestionStats:
             "text_bytes": self.text_bytes,
             "bad_total": self.n_bad,
             "bad_fraction": self.bad_fraction,
+            "bad_estimated": self.estimated_bad,
             "bad_by_category": {c: int(self.bad.get(c, 0)) for c in BAD_CATEGORIES},
             "bad_examples": {c: list(v) for c, v in self.examples.items()},
             "documents_by_set": dict(self.by_set),
@@ -169,23 +194,47 @@ def _iter_zst_lines(fh: BinaryIO) -> Iterator[bytes]:
     dobj = dctx.decompressobj()
     in_frame = False
     pending = b""
+    read = 0  # compressed bytes read so far
+    frame_start = 0  # offset of the current frame in the file
+    frame_out = 0  # decompressed bytes of the current frame
     while chunk := fh.read(_READ_CHUNK_BYTES):
+        read += len(chunk)
         while chunk:
-            pending += dobj.decompress(chunk)
+            out = dobj.decompress(chunk)
+            pending += out
+            frame_out += len(out)
             in_frame = True
             chunk = b""
             if dobj.eof:
                 in_frame = False
                 chunk = dobj.unused_data
+                frame_start, frame_out = read - len(chunk), 0
                 dobj = dctx.decompressobj()
         *lines, pending = pending.split(b"\n")
         for line in lines:
             yield line + b"\n"
     if in_frame:
         # The partial last line is part of the damage, not a record of its own.
-        raise _TruncatedShardError("the zstd stream ends inside a frame (truncated file)")
+        size = _declared_frame_size(fh, frame_start)
+        raise _TruncatedShardError(
+            "the zstd stream ends inside a frame (truncated file)",
+            None if size is None else max(size - (frame_out - len(pending)), 0),
+        )
     if pending:
         yield pending
+
+
+_FRAME_HEADER_MAX_BYTES = 18  # zstd's ZSTD_FRAMEHEADERSIZE_MAX
+
+
+def _declared_frame_size(fh: BinaryIO, offset: int) -> int | None:
+    """The decompressed size the zstd frame at ``offset`` declares, or ``None`` if none."""
+    try:
+        fh.seek(offset)
+        size = zstandard.get_frame_parameters(fh.read(_FRAME_HEADER_MAX_BYTES)).content_size
+    except (zstandard.ZstdError, OSError, ValueError):
+        return None
+    return size if 0 < size < zstandard.CONTENTSIZE_ERROR else None  # not unknown/error
 
 
 def _iter_raw_lines(path: Path) -> Iterator[bytes]:
@@ -212,7 +261,9 @@ def iter_pile_documents(
     Bad records (a corrupt/truncated ``.zst`` shard, non-UTF-8 bytes, invalid JSON, a missing
     or non-string ``text``, an empty/whitespace text) are logged with file and line, counted
     in ``stats.bad`` and skipped. A truncated ``.zst`` shard yields every complete line before
-    the cut; the truncation is one ``corrupt_shard`` record at ``<file>:<last good line>``. This function never raises on bad content; callers apply
+    the cut; the documents it lost are ``corrupt_shard`` records at ``<file>:<last good line>``
+    (an estimate beyond the first: ``stats.estimated_bad``). This function never raises on bad
+    content; callers apply
     :meth:`IngestionStats.check`.
     """
     stats = stats if stats is not None else IngestionStats()
@@ -222,9 +273,11 @@ def iter_pile_documents(
         stats.files += 1
         name = path.name
         line_no = 0
+        line_bytes = 0  # of this shard's complete lines, for a truncation's estimate
         try:
             for raw in _iter_raw_lines(path):
                 line_no += 1
+                line_bytes += len(raw)
                 if not raw.strip():
                     # Blank separator lines (e.g. a trailing newline) are not records.
                     continue
@@ -254,20 +307,52 @@ def iter_pile_documents(
                 yield Document(f"{name}:{line_no}", text, set_name, str(path), line_no, ordinal)
                 ordinal += 1
         except _TruncatedShardError as exc:
-            # The readable prefix was ingested above; the truncation is one bad record, located
-            # at the last complete line so the log says how far the shard is usable.
+            # The readable prefix was ingested above; the truncation counts the documents lost
+            # after the cut, located at the last complete line so the log says how far the shard
+            # is usable.
+            lost, how = _lost_documents(exc.missing_bytes, line_no, line_bytes, stats)
             stats.record_bad(
                 "corrupt_shard",
                 str(path),
                 max(line_no, 1),
-                f"truncated: {exc}; lines 1-{line_no} read, {line_no} is the last good line"
-                if line_no
-                else f"truncated: {exc}; no complete line before the cut",
+                (
+                    f"truncated: {exc}; lines 1-{line_no} read, {line_no} is the last good line"
+                    if line_no
+                    else f"truncated: {exc}; no complete line before the cut"
+                )
+                + f"; {how}",
+                count=lost,
             )
+            stats.estimated_bad += lost - 1
         except (zstandard.ZstdError, OSError) as exc:
             stats.record_bad(
                 "corrupt_shard", str(path), line_no + 1, f"{type(exc).__name__}: {exc}"
             )
+
+
+def _lost_documents(
+    missing_bytes: int | None, lines: int, line_bytes: int, stats: IngestionStats
+) -> tuple[int, str]:
+    """``(documents lost after a truncated shard's cut, how that number was reached)``.
+
+    The cut frame's missing bytes (declared size minus the complete lines read) over the mean
+    line length of the shard (of the pass so far if the shard gave no line); 1 when the frame
+    declares no size or no line length is known. At least 1: the cut destroyed a document.
+    """
+    mean = (
+        line_bytes / lines
+        if lines
+        else (stats.text_bytes / stats.documents if stats.documents else None)
+    )
+    if missing_bytes is None:
+        return 1, "counted as 1 lost document (the frame declares no size: the loss is unknown)"
+    if not mean:
+        return 1, "counted as 1 lost document (no complete line to measure: the loss is unknown)"
+    lost = max(1, round(missing_bytes / mean))
+    return lost, (
+        f"~{lost} documents lost (estimated: {missing_bytes:,} bytes missing from the frame's "
+        f"declared size at {mean:,.0f} bytes per line; later frames, if any, unknown)"
+    )
 
 
 def find_shards(folder: str | os.PathLike, patterns: Sequence[str]) -> list[Path]:

@@ -26,7 +26,8 @@ def _vocab(rng: random.Random) -> list[str]:
 def planted_shards(folder: Path) -> dict:
     """350 valid documents (300 distinct, 20 exact and 30 near copies of earlier ones) in two
     shards, 4 bad lines in the second one (a non-UTF-8 line with 70 valid documents after
-    it), and a truncated ``.zst`` shard (its readable prefix is valid, then 1 bad record).
+    it), and a truncated ``.zst`` shard of 300 documents (its readable prefix is valid, the
+    documents after the cut are estimated bad records).
 
     Returns where everything is: ``removed`` (doc ids of the planted copies) and
     ``bad`` (category -> "file:line").
@@ -107,8 +108,11 @@ def test_planted_shards_keep_every_valid_document(planted, tmp_path: Path) -> No
     )
     ing = rep1["ingestion"]
     assert ing["documents"] == rep1["documents_in"] == 350 + n_prefix  # nothing dropped
+    lost = ing["bad_by_category"]["corrupt_shard"]
+    assert abs(lost - (300 - n_prefix)) <= 2  # estimated from the cut frame's declared size
+    assert ing["bad_estimated"] == lost - 1
     assert ing["bad_by_category"] == {
-        "corrupt_shard": 1,
+        "corrupt_shard": lost,
         "invalid_utf8": 1,
         "invalid_json": 1,
         "missing_text": 1,
@@ -156,7 +160,10 @@ def test_bad_fraction_is_checked_on_merged_counts(planted, tmp_path: Path) -> No
     from ih_kedro.science.data.corpus import BadInputError
 
     paths, _ = planted
-    with pytest.raises(BadInputError, match=r"data_engineering.max_bad_fraction: 5 bad records"):
+    with pytest.raises(
+        BadInputError,
+        match=r"data_engineering.max_bad_fraction: \d+ bad records \(\d+ of them estimated",
+    ):
         sharded_deduplicate(
             paths,
             tmp_path / "w",

@@ -128,6 +128,7 @@ def _merge_ingestion(summaries: list[dict[str, Any]]) -> dict[str, Any]:
         merged.documents += s["documents"]
         merged.text_bytes += s["text_bytes"]
         merged.bad.update({c: n for c, n in s["bad_by_category"].items() if n})
+        merged.estimated_bad += s.get("bad_estimated", 0)
         merged.by_set.update(s["documents_by_set"])
         for category, examples in s["bad_examples"].items():
             room = 5 - len(merged.examples[category])
