@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from ih_kedro import adaptive_seeds
-from ih_kedro.adaptive_seeds import next_seeds, run_until_settled, seeds_override
+from ih_kedro.adaptive_seeds import (
+    look_command,
+    look_overrides,
+    next_seeds,
+    run_until_settled,
+    seeds_override,
+)
+from ih_kedro.cli import split_params
 
 
 def _report(seeds):
@@ -20,18 +27,20 @@ def test_rounds_follow_the_next_look_until_settled():
                     _report(None)])  # fmt: skip
     ran = []
     rounds = run_until_settled("bi_induct", ran.append, lambda: next(reports))
-    assert ran == [None, [0, 1, 2, 3, 4, 5, 6], [0, 1, 2, 3, 4, 5, 6, 7, 8]]
+    assert [r and r["seeds"] for r in ran] == [None, [0, 1, 2, 3, 4, 5, 6],
+                                               [0, 1, 2, 3, 4, 5, 6, 7, 8]]  # fmt: skip
     assert [r["next_seeds"] for r in rounds][-1] is None
 
 
 def test_stops_at_max_rounds_and_when_nothing_is_added():
     ran = []
     run_until_settled("markov", ran.append, lambda: _report([0, 1, 2, 3, 4]), max_rounds=5)
-    assert ran == [None, [0, 1, 2, 3, 4]]  # the second report asks for what it had
+    assert [r and r["seeds"] for r in ran] == [None, [0, 1, 2, 3, 4]]  # asks for what it had
     ran.clear()
     grow = iter(_report(list(range(n))) for n in range(4, 20))
-    run_until_settled("markov", ran.append, lambda: next(grow), seeds=[0, 1, 2], max_rounds=2)
-    assert ran == [[0, 1, 2], [0, 1, 2, 3]]
+    run_until_settled("markov", ran.append, lambda: next(grow), look={"seeds": [0, 1, 2]},
+                      max_rounds=2)  # fmt: skip
+    assert [r["seeds"] for r in ran] == [[0, 1, 2], [0, 1, 2, 3]]
     with pytest.raises(ValueError, match="law_fit"):
         run_until_settled("law_fit", ran.append, dict)
 
@@ -39,6 +48,15 @@ def test_stops_at_max_rounds_and_when_nothing_is_added():
 def test_override_and_report_reading():
     assert seeds_override("bi_induct", [0, 1, 5]) == "bi_induct.training.seeds=[0,1,5]"
     assert next_seeds({}) is None and next_seeds(_report([3, 4])) == [3, 4]
+    look = {"seeds": [0, 1, 2, 3], "seed_cells": [{"seeds": [3], "labels": ["a.b", "c"]}]}
+    assert look_command("markov", look) == (
+        "kedro run --pipeline=markov --params='markov.training.seeds=[0,1,2,3],"
+        "markov.training.seed_cells=[{seeds: [3], labels: [a.b, c]}]'"
+    )
+    # The project's CLI reads the items back as the parameters they set.
+    params = split_params(None, None, ",".join(look_overrides("markov", look)))
+    assert params == {"markov": {"training": {"seeds": [0, 1, 2, 3], "seed_cells": [
+        {"seeds": [3], "labels": ["a.b", "c"]}]}}}  # fmt: skip
 
 
 def test_main_runs_kedro_with_the_seeds(tmp_path: Path, monkeypatch):
@@ -58,23 +76,34 @@ def test_main_runs_kedro_with_the_seeds(tmp_path: Path, monkeypatch):
     assert commands[1][-1] == "--params=bi_induct.training.seeds=[0,1,2,3,4,5,6]"
 
 
-@pytest.mark.slow  # two micro markov runs: 275 s on 2 shared cores
+@pytest.mark.slow  # two micro markov runs: about 5 min on 2 shared cores
 def test_markov_loop_on_the_micro_project(tmp_path: Path, monkeypatch):
-    """Round 1 trains the micro grid's two seeds, whose verdicts ask for the planned third;
-    round 2 trains only that seed (the sweep skips the others) and makes the first look."""
+    """Looks at 2 and 3 seeds: round 1 trains the micro grid's two seeds and looks; the open
+    claims' cells get seed 2 (``training.seed_cells``) in round 2, which trains only those runs
+    (the sweep skips the others) and makes the last look."""
     import pandas as pd
+    import yaml
 
     from tests.micro_project import new_micro_project
     from tests.pipelines.test_markov import _micro_params
 
     project = new_micro_project(tmp_path)
     _micro_params(project)
+    path = project / "conf" / "base" / "parameters_markov.yml"
+    params = yaml.safe_load(path.read_text())
+    params["markov"]["conditions"]["adaptive_seeds"].update({"planned": 2, "batch": 1, "cap": 3})
+    path.write_text(yaml.safe_dump(params))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    rounds = adaptive_seeds.main(["--pipeline=markov", f"--project={project}", "--max-rounds=2"])
+    rounds = adaptive_seeds.main(["--pipeline=markov", f"--project={project}", "--max-rounds=3"])
     assert [r["seeds"] for r in rounds] == [None, [0, 1, 2]]
+    (cells,) = rounds[0]["next_seed_cells"]
+    assert cells["seeds"] == [2]
     verdicts = json.loads((project / adaptive_seeds.REPORTS["markov"]).read_text())
+    assert verdicts["sequential"]["next_look"] is None  # decided or at the cap
     looks = [v["sequential"]["looks"] for v in verdicts["claims"].values()]
-    assert any(claim_looks and claim_looks[0]["n"] == 3 for claim_looks in looks)
+    assert any(len(claim_looks) == 2 and claim_looks[1]["n"] == 3 for claim_looks in looks)
     manifest = pd.read_parquet(project / "data" / "07_model_output" / "markov" /
                                "sweep_manifest.parquet")  # fmt: skip
-    assert sorted(manifest["seed"].unique()) == [0, 1, 2]
+    trained = manifest.loc[manifest["seed"] == 2, "run_name"]
+    assert len(trained) == len(cells["labels"])
+    assert all(any(f"_{label}_s2" in name for label in cells["labels"]) for name in trained)

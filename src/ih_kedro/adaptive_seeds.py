@@ -6,12 +6,14 @@ seeds, judge, train more seeds where a verdict is undecided, judge again) runs h
 the undecided claims' next look needs, or None) into ``claims.json`` / ``verdicts.json``
 (:mod:`ih_kedro.science.statistics.sequential_claims`). :func:`run_until_settled` runs
 
-    kedro run --pipeline=<experiment> --params="<experiment>.training.seeds=[...]"
+    kedro run --pipeline=<experiment> --params='<experiment>.training.seeds=[...],
+        <experiment>.training.seed_cells=[{seeds: [...], labels: [...]}]'
 
-reads the report, and runs again with ``next_look.seeds`` until no claim asks for more (each is
-decided, or undecided at the cap) or ``max_rounds`` runs. The sweep skips the runs it already
-has, so each round trains only the new seeds (the grid trains them in every arm / cell: it cannot
-yet restrict a seed to the cells ``next_look`` names); the stages after it re-read every run.
+reads the report, and runs again with ``next_look``'s seeds until no claim asks for more (each
+is decided, or undecided at the cap) or ``max_rounds`` runs. The sweep skips the runs it already
+has, and ``training.seed_cells`` trains each seed beyond the planned ones only in the arms /
+cells whose claims were open when it was added, so each round trains only the new runs; the
+stages after the sweep re-read every run.
 
     python -m ih_kedro.adaptive_seeds --pipeline=bi_induct
     python -m ih_kedro.adaptive_seeds --pipeline=markov --max-rounds=3
@@ -38,50 +40,86 @@ REPORTS = {
 
 
 def seeds_override(experiment: str, seeds: Sequence[int]) -> str:
-    """``--params`` value that sets the experiment's training seeds."""
+    """``--params`` item that sets the experiment's training seeds."""
     return f"{experiment}.training.seeds=[{','.join(str(int(s)) for s in seeds)}]"
 
 
-def next_seeds(report: Mapping[str, Any]) -> list[int] | None:
-    """The seeds the report's next look needs, or None (no ``adaptive_seeds``, or settled)."""
+def seed_cells_override(experiment: str, seed_cells: Sequence[Mapping[str, Any]]) -> str:
+    """``--params`` item that sets ``training.seed_cells`` (YAML flow: ``[{seeds: [5, 6],
+    labels: [a, b]}]``)."""
+    entries = ", ".join(
+        f"{{seeds: [{', '.join(str(int(s)) for s in e['seeds'])}], "
+        f"labels: [{', '.join(str(label) for label in e['labels'])}]}}"
+        for e in seed_cells
+    )
+    return f"{experiment}.training.seed_cells=[{entries}]"
+
+
+def look_overrides(experiment: str, look: Mapping[str, Any]) -> list[str]:
+    """The ``--params`` items of a ``next_look``: its seeds, and where the later seeds train
+    (when it says)."""
+    items = [seeds_override(experiment, look["seeds"])]
+    if look.get("seed_cells"):
+        items.append(seed_cells_override(experiment, look["seed_cells"]))
+    return items
+
+
+def look_command(experiment: str, look: Mapping[str, Any]) -> str:
+    """The ``kedro run`` that trains a ``next_look`` (for claims.json / verdicts.json)."""
+    return (
+        f"kedro run --pipeline={experiment} --params='{','.join(look_overrides(experiment, look))}'"
+    )
+
+
+def next_look(report: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The report's ``sequential.next_look`` (None: no ``adaptive_seeds``, or settled)."""
     following = (report.get("sequential") or {}).get("next_look")
+    return dict(following) if following else None
+
+
+def next_seeds(report: Mapping[str, Any]) -> list[int] | None:
+    """The seeds the report's next look needs, or None."""
+    following = next_look(report)
     return [int(s) for s in following["seeds"]] if following else None
 
 
 def run_until_settled(
     experiment: str,
-    run: Callable[[list[int] | None], None],
+    run: Callable[[Mapping[str, Any] | None], None],
     read: Callable[[], Mapping[str, Any]],
     *,
-    seeds: Sequence[int] | None = None,
+    look: Mapping[str, Any] | None = None,
     max_rounds: int = 10,
 ) -> list[dict[str, Any]]:
-    """Run ``experiment`` (``run(seeds)``; None: the configured seeds) and follow its next looks.
+    """Run ``experiment`` (``run(look)``; None: the configured seeds) and follow its next looks.
 
-    Returns one entry per round: ``{round, seeds, next_seeds}``. Stops when the report asks for
+    Returns one entry per round: ``{round, seeds, next_seeds, next_seed_cells}``. Stops when the report asks for
     no more seeds, asks for the seeds it just had (nothing to add), or after ``max_rounds``.
     """
     if experiment not in REPORTS:
         raise ValueError(f"adaptive seeds: {experiment!r} is not one of {sorted(REPORTS)}")
     rounds: list[dict[str, Any]] = []
-    current = list(seeds) if seeds is not None else None
+    current = dict(look) if look is not None else None
     for number in range(1, int(max_rounds) + 1):
         run(current)
-        following = next_seeds(read())
-        rounds.append({"round": number, "seeds": current, "next_seeds": following})
+        following = next_look(read())
+        seeds = current["seeds"] if current else None
+        rounds.append({"round": number, "seeds": seeds,
+                       "next_seeds": following["seeds"] if following else None,
+                       "next_seed_cells": following.get("seed_cells") if following else None})  # fmt: skip
         logger.info("adaptive seeds %s round %d: seeds %s -> next %s", experiment, number,
-                    current, following)  # fmt: skip
-        if not following or following == current:
+                    seeds, rounds[-1]["next_seeds"])  # fmt: skip
+        if not following or following["seeds"] == seeds:
             break
         current = following
     return rounds
 
 
 def _kedro_run(project: Path, experiment: str, extra: Sequence[str]):
-    def run(seeds: list[int] | None) -> None:
+    def run(look: Mapping[str, Any] | None) -> None:
         command = [sys.executable, "-m", "kedro", "run", f"--pipeline={experiment}", *extra]
-        if seeds is not None:
-            command.append(f"--params={seeds_override(experiment, seeds)}")
+        if look is not None:
+            command.append(f"--params={','.join(look_overrides(experiment, look))}")
         logger.info("adaptive seeds: %s", " ".join(command))
         subprocess.run(command, cwd=project, check=True)
 
@@ -98,10 +136,10 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     project = Path(args.project).resolve()
-    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
+    look = {"seeds": [int(s) for s in args.seeds.split(",")]} if args.seeds else None
     report = project / REPORTS[args.pipeline]
     rounds = run_until_settled(args.pipeline, _kedro_run(project, args.pipeline, args.kedro_args),
-                               lambda: json.loads(report.read_text()), seeds=seeds,
+                               lambda: json.loads(report.read_text()), look=look,
                                max_rounds=args.max_rounds)  # fmt: skip
     logger.info("adaptive seeds %s: %d round(s), last %s", args.pipeline, len(rounds), rounds[-1])
     return rounds

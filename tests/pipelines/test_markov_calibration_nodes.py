@@ -120,6 +120,7 @@ def test_calibration_training_sweeps_the_reference_process_over_reliabilities() 
         "max_steps": 300,  # 0.75 x 400
         "max_tokens": None,
         "exclude_cells": [],
+        "seed_cells": None,
         "online_emergence": {"threshold": 0.5, "eval_every": 25},
     }
     assert _TRAINING["seeds"] == [0, 1, 2] and _TRAINING["max_steps"] == 400  # not changed

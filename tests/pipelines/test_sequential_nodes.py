@@ -26,8 +26,10 @@ def test_bi_induct_claims_record_looks_and_the_next_look():
     following = claims["sequential"]["next_look"]
     assert following["add_seeds"] == [5, 6]
     assert following["command"] == (
-        'kedro run --pipeline=bi_induct --params="bi_induct.training.seeds=[0,1,2,3,4,5,6]"'
-    )
+        "kedro run --pipeline=bi_induct --params='bi_induct.training.seeds=[0,1,2,3,4,5,6],"
+        "bi_induct.training.seed_cells=[{seeds: [5, 6], labels: [induction, "
+        "repetition_enriched]}]'"
+    )  # the anti-induction arm's claims are decided: it trains no new seed
     assert claims["sequential"]["plan"]["look_sizes"] == [5, 7, 9]
     assert table.set_index(["claim", "arm"]).loc[("icl_not_improved", ARM), "verdict"] == (
         "undecided"
@@ -49,12 +51,18 @@ def test_bi_induct_claims_adaptive_off_or_absent():
 
 def test_markov_verdicts_record_looks():
     conditions = {"adaptive_seeds": {"enabled": True, "planned": 3, "batch": 2, "cap": 5}}
-    verdicts = judge(_runs_table(), _FRONTIER_LEVEL, conditions)
+    labels = {"data_variants": [{"variant": "markov", "label": f"{p}.{lv}",
+                                 "options": {"process": p, "level": lv}}
+                                for p, lv in _runs_table()[["process", "level"]].drop_duplicates()
+                                .itertuples(index=False)]}  # fmt: skip
+    verdicts = judge(_runs_table(), _FRONTIER_LEVEL, conditions, labels)
     for verdict in verdicts["claims"].values():
         looks = verdict["sequential"]["looks"]
         assert looks[0]["n"] == 3 and looks[0]["level"] == pytest.approx(1 - 0.05 / 2)
         assert verdict["verdict"] == verdict["sequential"]["verdict"]
     following = verdicts["sequential"]["next_look"]
     if following is not None:
-        assert following["command"].startswith('kedro run --pipeline=markov --params="markov')
+        assert following["command"].startswith("kedro run --pipeline=markov --params='markov")
+        for entry in following["seed_cells"]:
+            assert all("." in label for label in entry["labels"])  # data_variants labels
     assert "sequential" not in judge(_runs_table(), _FRONTIER_LEVEL, {})

@@ -10,6 +10,7 @@ from ih_kedro.science.statistics.sequential_claims import (
     attach_bi_induct_looks,
     bi_induct_sequential,
     markov_sequential,
+    next_look,
 )
 
 BASE, ARM, ANTI = "repetition_enriched", "induction", "anti_induction"
@@ -42,8 +43,11 @@ def test_claim_2_continues_after_the_planned_seeds():
     assert look["estimate"] == pytest.approx(sum(ICL_DIFF[:5]) / 5)
     assert claim["next_seeds_needed"] == 7
     assert claim["projection"]["distance"] == pytest.approx(0.12 - 0.05)
-    assert result["next_look"]["add_seeds"] == [5, 6]
-    assert result["next_look"]["arms"][0] == BASE and ARM in result["next_look"]["arms"]
+    following = result["next_look"]
+    assert following["add_seeds"] == [5, 6] and following["seeds"] == list(range(7))
+    assert {BASE, ARM} <= set(following["arms"])
+    (cells,) = following["seed_cells"]  # the new seeds train only in the open claims' arms
+    assert cells["seeds"] == [5, 6] and cells["labels"] == following["arms"]
 
 
 def test_claim_2_settles_at_a_later_look():
@@ -141,3 +145,25 @@ def test_markov_claim_settles_with_more_seeds():
     ]
     assert frontier["status"] == "decided" and frontier["verdict"] == "supported"
     assert [look["n"] for look in frontier["looks"]][-1] in (5, 7)
+
+
+def test_next_look_keeps_every_trained_seed_and_where_it_trained():
+    """Round 3: seeds 0-2 planned everywhere, 3-4 were added to cells a and b; only a's claim is
+    still open and needs 7 seeds: the seeds list keeps 3-4 (b's runs stay in the tables) and
+    the new 5-6 train in a only."""
+    seeds = {"a": {0, 1, 2, 3, 4}, "b": {0, 1, 2, 3, 4}, "c": {0, 1, 2}}
+    following = next_look(seeds, {"a": 7}, planned=3, labels={"a": "A", "b": "B", "c": "C"})
+    assert following["seeds"] == list(range(7)) and following["add_seeds"] == [5, 6]
+    assert following["seed_cells"] == [{"seeds": [3, 4], "labels": ["A", "B"]},
+                                       {"seeds": [5, 6], "labels": ["A"]}]  # fmt: skip
+    assert next_look(seeds, {}, planned=3) is None
+    assert next_look(seeds, {"a": 7}, planned=3, labels={"a": "A"})["seed_cells"] is None
+
+
+def test_markov_next_look_names_the_labels():
+    runs = _markov_runs(_world(3, 0.08))
+    labels = {f"{p}@{lv}": f"{p}.{lv}" for p, lv in _world(3, 0.08)}
+    following = markov_sequential(runs, {"planned": 3, "batch": 2, "cap": 7}, labels)["next_look"]
+    (cells,) = following["seed_cells"]
+    assert cells["seeds"] == [3, 4] and "LD_zipf.near_frontier" in cells["labels"]
+    assert "noLD_zipf.high" not in cells["labels"]

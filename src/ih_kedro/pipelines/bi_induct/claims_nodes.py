@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ih_kedro.adaptive_seeds import look_command
 from ih_kedro.science.evaluation.bi_induct import runs_with_variants
 from ih_kedro.science.evaluation.bi_induct_runs import (
     load_bearing_curves,
@@ -71,10 +72,7 @@ def decide_bi_induct_claims(
         attach_bi_induct_looks(decided, sequential, replace=bool(adaptive.get("enabled")))
         following = decided["sequential"]["next_look"]
         if following:
-            seeds = ",".join(str(s) for s in following["seeds"])
-            following["command"] = (
-                f'kedro run --pipeline=bi_induct --params="bi_induct.training.seeds=[{seeds}]"'
-            )
+            following["command"] = look_command("bi_induct", following)
             logger.info("bi_induct: undecided claims need seeds %s (%s)",
                         following["add_seeds"], following["command"])  # fmt: skip
     for claim in decided["claims"]:

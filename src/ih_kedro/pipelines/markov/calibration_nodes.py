@@ -60,6 +60,7 @@ def calibration_training(
         "seeds": [int(s) for s in calibration.get("seeds", [0])],
         "data_variants": cells,
         "exclude_cells": [],  # the main grid's exclusions name main-grid cells only
+        "seed_cells": None,  # so do its adaptive seeds' cells
         "max_steps": calibration_budget(training, calibration),
         "max_tokens": None,
     }

@@ -167,8 +167,9 @@ def process_files(processes: dict[str, MarkovProcess]) -> dict[str, dict[str, st
 
 
 def run_cells(training: dict[str, Any]) -> pd.DataFrame:
-    """``run_name, seed, process, level`` of every markov run of the training grid."""
-    from ih_kedro.science.training.grid import expand_grid
+    """``run_name, seed, process, level`` of every markov run of the training grid (less the
+    runs ``training.seed_cells`` leaves out)."""
+    from ih_kedro.pipelines.training.nodes import grid_configs
 
     rows = [
         {
@@ -177,7 +178,7 @@ def run_cells(training: dict[str, Any]) -> pd.DataFrame:
             "process": str(config.variant_options.get("process")),
             "level": str(config.variant_options.get("level")),
         }
-        for config in expand_grid(training)
+        for config in grid_configs(training)
         if config.data_variant == VARIANT
     ]
     if not rows:

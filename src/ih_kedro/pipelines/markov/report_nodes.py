@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ih_kedro.adaptive_seeds import look_command
 from ih_kedro.science.data.variants.markov import markov_sequences
 from ih_kedro.science.data.variants.markov_process import MarkovProcess
 from ih_kedro.science.statistics.markov_verdicts import (
@@ -143,7 +144,10 @@ def _judge_kwargs(conditions: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _sequential(
-    runs_table: pd.DataFrame, verdicts: dict[str, Any], conditions: dict[str, Any]
+    runs_table: pd.DataFrame,
+    verdicts: dict[str, Any],
+    conditions: dict[str, Any],
+    training: Mapping[str, Any] | None,
 ) -> dict[str, Any] | None:
     """``conditions.adaptive_seeds``: every claim look by look (``sequential_claims``), its looks
     under the claim's ``sequential``; ``enabled`` makes the sequential verdict the claim's. The
@@ -151,15 +155,17 @@ def _sequential(
     adaptive = conditions.get("adaptive_seeds")
     if not adaptive:
         return None
-    sequential = markov_sequential(runs_table, adaptive, **_judge_kwargs(conditions))
+    labels = {
+        f"{e['options']['process']}@{e['options']['level']}": str(e["label"])
+        for e in (training or {}).get("data_variants") or []
+        if isinstance(e, Mapping) and {"process", "level"} <= set(e.get("options") or {})
+    }
+    sequential = markov_sequential(runs_table, adaptive, labels, **_judge_kwargs(conditions))
     for name, verdict in verdicts.items():
         adopt_sequential(verdict, sequential["claims"][name], bool(adaptive.get("enabled")))
     following = sequential["next_look"]
     if following:
-        seeds = ",".join(str(s) for s in following["seeds"])
-        following["command"] = (
-            f'kedro run --pipeline=markov --params="markov.training.seeds=[{seeds}]"'
-        )
+        following["command"] = look_command("markov", following)
         logger.info("markov: undecided claims need seeds %s on %s (%s)", following["add_seeds"],
                     following["cells"], following["command"])  # fmt: skip
     return {"plan": sequential["plan"], "next_look": following,
@@ -167,13 +173,17 @@ def _sequential(
 
 
 def judge(
-    runs_table: pd.DataFrame, frontier_level: dict[str, Any], conditions: dict[str, Any]
+    runs_table: pd.DataFrame,
+    frontier_level: dict[str, Any],
+    conditions: dict[str, Any],
+    training: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``verdicts.json``: per claim the rule, the verdict at the decision threshold with the
     paired comparisons by seed, the verdict at every threshold and whether they agree, plus the
-    budget, seeds and the near-frontier level behind them."""
+    budget, seeds and the near-frontier level behind them; with ``conditions.adaptive_seeds``
+    the looks (``training``'s cell labels name where the next seeds train)."""
     verdicts = judge_claims(runs_table, **_judge_kwargs(conditions))
-    sequential = _sequential(runs_table, verdicts, conditions)
+    sequential = _sequential(runs_table, verdicts, conditions, training)
     logger.info("markov verdicts: %s", verdict_summary(verdicts))
     seeds = runs_table.groupby(["process", "level"])["seed"].nunique()
     return {

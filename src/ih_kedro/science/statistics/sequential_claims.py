@@ -67,11 +67,47 @@ def _plan(params: Mapping[str, Any], planned_default: int, alpha: float) -> Sequ
     return SequentialPlan.from_params(params, planned=max(2, int(planned)), alpha=alpha)
 
 
-def _next_seeds(seeds: Sequence[int], size: int) -> list[int]:
-    """Seed ids to add so that ``seeds`` reaches ``size`` seeds (the next integers after the
-    largest seed used)."""
-    top = max(seeds) if seeds else -1
-    return list(range(top + 1, top + 1 + max(0, size - len(seeds))))
+def next_look(
+    seeds_by_cell: Mapping[str, set[int]],
+    continuing: Mapping[str, int],
+    planned: int,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any] | None:
+    """Which seeds the next round trains, and where.
+
+    Args:
+        seeds_by_cell: the seeds each arm / cell has now.
+        continuing: arm / cell -> the seeds its open claims' next look needs.
+        planned: how many seeds are planned (the first ``planned`` seed ids train everywhere).
+        labels: arm / cell -> its ``data_variants`` label (None: the names are the labels).
+
+    Returns:
+        None when nothing is continuing, else ``{cells, add_seeds, seeds, seed_cells}``:
+        ``seeds`` = every seed any cell has plus the new ones (so no trained run drops out of the
+        next round's tables), ``seed_cells`` = ``[{seeds, labels}]`` for every seed beyond the
+        planned ones (the cells that have it, and the continuing cells for the new seeds), the
+        value of ``training.seed_cells``; None if a cell has no label.
+    """
+    if not continuing:
+        return None
+    every = sorted(set().union(*seeds_by_cell.values()))
+    have = min(len(seeds_by_cell.get(c, ())) for c in continuing)
+    top = every[-1] if every else -1
+    added = list(range(top + 1, top + 1 + max(0, max(continuing.values()) - have)))
+    planned_seeds = set((every + added)[:planned])  # the planned seeds train in every cell
+    owners = {s: tuple(sorted(c for c, got in seeds_by_cell.items() if s in got))
+              for s in every if s not in planned_seeds}  # fmt: skip
+    owners.update({s: tuple(sorted(continuing)) for s in added})
+    names = dict(labels) if labels is not None else {c: c for c in seeds_by_cell}
+    seed_cells: list[dict[str, Any]] | None = []
+    for cells in dict.fromkeys(owners.values()):
+        if any(c not in names for c in cells):
+            seed_cells = None
+            break
+        seed_cells.append({"seeds": sorted(s for s, o in owners.items() if o == cells),
+                           "labels": [names[c] for c in cells]})  # fmt: skip
+    return {"cells": sorted(continuing), "add_seeds": added, "seeds": every + added,
+            "seed_cells": seed_cells}  # fmt: skip
 
 
 def _with_projection(result: dict[str, Any], values, rule: str, margin, plan) -> dict[str, Any]:
@@ -107,7 +143,8 @@ def bi_induct_sequential(
     Returns:
         JSON-safe ``{plan, claims: {claim: {arm: {verdict, status, looks, decided_at, n_used,
         next_seeds_needed[, projection]}}}, next_look}``; ``next_look`` is None when no claim
-        needs more seeds, else ``{arms, add_seeds, seeds}`` (``seeds``: every seed the arms need).
+        needs more seeds, else :func:`next_look`'s dict (``arms`` = ``cells``: the base and the
+        open claims' arms).
     """
     rules = {**DEFAULT_RULES, **dict(rules or {})}
     base = str(rules["base_arm"])
@@ -157,14 +194,13 @@ def bi_induct_sequential(
             if result["status"] == "continue":
                 continuing[arm] = max(continuing.get(arm, 0), int(result["next_seeds_needed"]))
             out[claim][arm] = result
-    next_look = None
-    if continuing:
-        size = max(continuing.values())
-        have = _seed_list(base_seeds)
-        added = _next_seeds(have, size)
-        next_look = {"arms": [base, *sorted(continuing)], "add_seeds": added,
-                     "seeds": have + added}  # fmt: skip
-    return json_safe({"plan": plan.to_dict(), "claims": out, "next_look": next_look})
+    if continuing:  # the base is every claim's control: it takes every new seed too
+        continuing[base] = max(continuing.values())
+    seeds_by_arm = {a: set(_seed_list(g["seed"])) for a, g in runs.groupby("variant")}
+    following = next_look(seeds_by_arm, continuing, plan.planned)
+    if following is not None:
+        following["arms"] = following["cells"]
+    return json_safe({"plan": plan.to_dict(), "claims": out, "next_look": following})
 
 
 def adopt_sequential(entry: dict[str, Any], sequential: Mapping[str, Any], replace: bool) -> None:
@@ -238,15 +274,17 @@ def _claim_cells(verdict: Mapping[str, Any]) -> list[str]:
 def markov_sequential(
     runs: pd.DataFrame,
     adaptive: Mapping[str, Any] | None,
+    labels: Mapping[str, str] | None = None,
     **judge_kwargs: Any,
 ) -> dict[str, Any]:
     """The three Markov claims of :func:`.markov_verdicts.judge_claims`, look by look.
 
     ``runs`` is the verdicts' runs table; ``judge_kwargs`` are ``judge_claims``' keywords
-    (``level`` gives ``alpha = 1 - level`` unless ``adaptive.alpha`` is set). A claim's seeds
-    are those every cell it compares has. Returns JSON-safe ``{plan, claims: {claim: {verdict,
-    status, looks, ..., cells[, projection]}}, next_look}``; ``next_look`` is None or ``{cells,
-    add_seeds, seeds}``. The projection reads the paired differences of the claim's undecided
+    (``level`` gives ``alpha = 1 - level`` unless ``adaptive.alpha`` is set); ``labels`` maps a
+    cell ``process@level`` to its ``data_variants`` label (for ``next_look.seed_cells``). A
+    claim's seeds are those every cell it compares has. Returns JSON-safe ``{plan, claims:
+    {claim: {verdict, status, looks, ..., cells[, projection]}}, next_look}``; ``next_look`` is
+    None or :func:`next_look`'s dict. The projection reads the paired differences of the claim's undecided
     comparisons at its last look (the largest need); it leaves out the rule's other condition,
     that every seed agree on formed / not formed.
     """
@@ -285,13 +323,8 @@ def markov_sequential(
             for cell in cells:
                 continuing[cell] = max(continuing.get(cell, 0), int(result["next_seeds_needed"]))
         out[name] = result
-    next_look = None
-    if continuing:
-        size = max(continuing.values())
-        have = _seed_list(set().union(*(seeds_of[c] for c in continuing)))
-        added = _next_seeds(have, size)
-        next_look = {"cells": sorted(continuing), "add_seeds": added, "seeds": have + added}
-    return json_safe({"plan": plan.to_dict(), "claims": out, "next_look": next_look})
+    following = next_look(seeds_of, continuing, plan.planned, labels)
+    return json_safe({"plan": plan.to_dict(), "claims": out, "next_look": following})
 
 
 __all__ = [
@@ -301,4 +334,5 @@ __all__ = [
     "attach_bi_induct_looks",
     "bi_induct_sequential",
     "markov_sequential",
+    "next_look",
 ]
