@@ -157,3 +157,23 @@ def test_sigterm_mid_sweep_kills_every_run_in_flight_and_a_rerun_has_one_parent(
     assert children(parent) == {"tiny_0": "FINISHED", "tiny_1": "FINISHED"}
     assert children(killed_parent) == {}
     assert client.get_run(killed_parent).info.status == "KILLED"
+
+
+def test_a_failed_pipeline_ends_its_dead_training_runs_failed(tmp_path):
+    """A sweep that fails (SweepFailedError) after a worker died: the dead worker's training run
+    is ended FAILED, not left RUNNING under the FAILED parent; finished runs are untouched."""
+    from ih_kedro.hooks import InterruptedRunHooks
+
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")  # restored by conftest
+    client = mlflow.MlflowClient()
+    with mlflow.start_run(run_name="kedro run") as parent:
+        hooks = InterruptedRunHooks()
+        hooks.before_pipeline_run({}, None, None)
+        experiment = parent.info.experiment_id
+        tags = {"mlflow.parentRunId": parent.info.run_id}
+        dead = client.create_run(experiment, tags=tags, run_name="dead").info.run_id
+        done = client.create_run(experiment, tags=tags, run_name="done").info.run_id
+        client.set_terminated(done, status="FINISHED")
+        hooks.on_pipeline_error(RuntimeError("sweep failed"), {}, None, None)
+    assert client.get_run(dead).info.status == "FAILED"
+    assert client.get_run(done).info.status == "FINISHED"

@@ -231,10 +231,14 @@ class InterruptedRunHooks:
     def __init__(self) -> None:
         self._running = False
         self._registered = False
+        self._parent_id: str | None = None
 
     @hook_impl(trylast=True)
     def before_pipeline_run(self, run_params: dict, pipeline, catalog) -> None:  # noqa: ANN001, ARG002
         self._running = True
+        mlflow = sys.modules.get("mlflow")
+        active = mlflow.active_run() if mlflow is not None else None
+        self._parent_id = active.info.run_id if active is not None else None
         if not self._registered:
             atexit.register(self._end_interrupted_run)
             self._registered = True
@@ -248,7 +252,16 @@ class InterruptedRunHooks:
 
     @hook_impl
     def on_pipeline_error(self, error, run_params, pipeline, catalog) -> None:  # noqa: ANN001, ARG002
-        self._running = False  # kedro-mlflow ends the run as FAILED
+        """kedro-mlflow ends the run as FAILED; a training run whose worker died (a Ray worker
+        killed by the OS, a crashed rank job) would stay RUNNING under it: ended FAILED here."""
+        self._running = False
+        mlflow = sys.modules.get("mlflow")
+        if mlflow is None or self._parent_id is None:
+            return
+        try:
+            end_running_children(mlflow.MlflowClient(), self._parent_id, status="FAILED")
+        except Exception:  # noqa: BLE001 - the pipeline's own error is the one to report
+            logger.exception("could not end the nested runs of MLflow run %s", self._parent_id)
 
     def _end_interrupted_run(self) -> None:
         mlflow = sys.modules.get("mlflow")
