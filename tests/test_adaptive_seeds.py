@@ -74,6 +74,14 @@ def test_main_runs_kedro_with_the_seeds(tmp_path: Path, monkeypatch):
     assert len(rounds) == 2
     assert commands[0][-1] == "--pipeline=bi_induct"
     assert commands[1][-1] == "--params=bi_induct.training.seeds=[0,1,2,3,4,5,6]"
+    # The caller's own --params join the look's (kedro run takes one --params).
+    commands.clear()
+    adaptive_seeds.main(["--pipeline=bi_induct", f"--project={tmp_path}", "--",
+                         "--params=bi_induct.training.max_steps=10", "--env=local"])  # fmt: skip
+    assert commands[0][-2:] == ["--env=local", "--params=bi_induct.training.max_steps=10"]
+    assert commands[1][-1] == (
+        "--params=bi_induct.training.max_steps=10,bi_induct.training.seeds=[0,1,2,3,4,5,6]"
+    )
 
 
 @pytest.mark.slow  # two micro markov runs: about 5 min on 2 shared cores

@@ -17,6 +17,7 @@ stages after the sweep re-read every run.
 
     python -m ih_kedro.adaptive_seeds --pipeline=bi_induct
     python -m ih_kedro.adaptive_seeds --pipeline=markov --max-rounds=3
+    python -m ih_kedro.adaptive_seeds --pipeline=markov -- --params=markov.vocabulary.compact=false
 """
 
 from __future__ import annotations
@@ -116,10 +117,15 @@ def run_until_settled(
 
 
 def _kedro_run(project: Path, experiment: str, extra: Sequence[str]):
+    # `kedro run` takes one --params: the caller's (e.g. the full vocabulary) join the look's.
+    given = [a.removeprefix("--params=") for a in extra if a.startswith("--params=")]
+    others = [a for a in extra if not a.startswith("--params=")]
+
     def run(look: Mapping[str, Any] | None) -> None:
-        command = [sys.executable, "-m", "kedro", "run", f"--pipeline={experiment}", *extra]
-        if look is not None:
-            command.append(f"--params={','.join(look_overrides(experiment, look))}")
+        command = [sys.executable, "-m", "kedro", "run", f"--pipeline={experiment}", *others]
+        items = given + (look_overrides(experiment, look) if look is not None else [])
+        if items:
+            command.append(f"--params={','.join(items)}")
         logger.info("adaptive seeds: %s", " ".join(command))
         subprocess.run(command, cwd=project, check=True)
 
