@@ -156,12 +156,13 @@ def law_checks(
     censored: str = "exclude",
     new_configs: Mapping[str, tuple[float, float]] | None = None,
     forms: Mapping[str, tuple[float, float]] = PUBLISHED_FORMS,
+    prefix: str = "law",
 ) -> dict[str, bool]:
     """One draw of the law's checks: the ``a``, ``b``, ``T`` CIs, the prediction interval of a
     new run at each of ``new_configs`` (``{label: (B, C)}``), and the Wald test of each of
     ``forms`` (``{name: (a, b)}``, default the published ones) on data whose truth is that form
     (a rejection is a size hit)."""
-    prefix = "law" if censored == "exclude" else f"law ({censored})"
+    prefix = prefix if censored == "exclude" else f"{prefix} ({censored})"
     budget = design.tobit_budget if censored == "tobit" else None
     fit = fit_emergence_law(
         simulate_law_table(design, rng, budget=budget),
@@ -211,20 +212,25 @@ def naive_law_checks(
 
 
 def contrast_checks(
-    design: LawDesign, rng: np.random.Generator, level: float = 0.95
+    design: LawDesign, rng: np.random.Generator, level: float = 0.95, prefix: str = "law_mechanisms"
 ) -> dict[str, bool]:
-    """One draw of ``law_mechanisms``' contrasts: two arms with the same true law (each the
-    default design), so the true differences of ``a`` and ``b`` are 0."""
+    """One draw of ``law_mechanisms``' contrasts: two arms with the same true law (each on
+    ``design``), so the true differences of ``a`` and ``b`` are 0."""
     tables = {"today": simulate_law_table(design, rng), "arm": simulate_law_table(design, rng)}
     row = mechanism_contrasts(tables, level=level).iloc[0]
     return {
-        "law_mechanisms: contrast delta_a CI": _inside(
+        f"{prefix}: contrast delta_a CI": _inside(
             0.0, (row["delta_a_ci_low"], row["delta_a_ci_high"])
         ),
-        "law_mechanisms: contrast delta_b CI": _inside(
+        f"{prefix}: contrast delta_b CI": _inside(
             0.0, (row["delta_b_ci_low"], row["delta_b_ci_high"])
         ),
     }
+
+
+# law_mechanisms' default arm grid (conf/base/parameters_law_mechanisms.yml, ``today``):
+# B {64, 128} x C {32, 48, 64} x 2 seeds, 6 configurations (G - k = 3).
+MECHANISM_DESIGN = LawDesign(batch_sizes=(64, 128), context_lengths=(32, 48, 64))
 
 
 def paired_seed_checks(
@@ -331,16 +337,38 @@ Check = Callable[[np.random.Generator], dict[str, bool]]
 
 
 def default_checks(design: LawDesign, level: float = 0.95) -> dict[str, Check]:
-    """The checks of every law interval and test the pipelines report, and of the paired-seed
-    CIs (``bi_induct``: 5 seeds, ``markov``: 3), at ``design``: ``{group: check(rng) ->
-    {name: hit}}``. The frontier's checks (:func:`frontier_checks`) are slower and separate."""
+    """The checks of every law interval and test the pipelines report at ``design``:
+    ``{group: check(rng) -> {name: hit}}``. ``law_mechanisms``' own grid:
+    :func:`mechanism_checks`; paired seeds: :func:`paired_checks`; the frontier's (slower):
+    :func:`frontier_checks`."""
     return {
         "law": lambda rng: law_checks(design, rng, level, new_configs=PREDICTION_CONFIGS),
         "law_tobit": lambda rng: law_checks(design, rng, level, censored="tobit"),
-        "contrasts": lambda rng: contrast_checks(design, rng, level),
+        "contrasts": lambda rng: contrast_checks(
+            design, rng, level, prefix="contrasts on the law_fit grid"
+        ),
+    }
+
+
+PAIRED_DESIGN = "paired differences over seeds, true mean 0: normal (sd 1) or skewed (Exp(1) - 1)"
+
+
+def paired_checks(level: float = 0.95) -> dict[str, Check]:
+    """The paired-seed t CIs at the seeds the pipelines use (``markov`` 3, ``bi_induct`` 5),
+    normal differences, and at 5 seeds with skewed ones (:data:`PAIRED_DESIGN`)."""
+    return {
         "paired_seeds_markov": lambda rng: paired_seed_checks(rng, 3, level),
         "paired_seeds_bi_induct": lambda rng: paired_seed_checks(rng, 5, level),
         "paired_seeds_skewed": lambda rng: paired_seed_checks(rng, 5, level, skewed=True),
+    }
+
+
+def mechanism_checks(design: LawDesign = MECHANISM_DESIGN, level: float = 0.95) -> dict[str, Check]:
+    """``law_mechanisms``' per-arm fit (CIs, Wald tests of both forms) and contrasts at its arm
+    grid."""
+    return {
+        "mechanism_arm": lambda rng: law_checks(design, rng, level, prefix="law_mechanisms arm"),
+        "mechanism_contrasts": lambda rng: contrast_checks(design, rng, level),
     }
 
 

@@ -163,7 +163,8 @@ def bootstrap_frontier(
         low = np.exp(np.nanpercentile(stack, tail, axis=0))  # (G,)
         high = np.exp(np.nanpercentile(stack, 100 - tail, axis=0))  # (G,)
     valid = np.isfinite(stack).sum(axis=0)  # (G,)
-    wald_low, wald_high = full.log_contour_interval(grid)  # (G,) each
+    with np.errstate(over="ignore"):  # a wide log band's upper end is +inf: no upper bound
+        wald_low, wald_high = np.exp(full.log_contour_interval(grid))  # (G,) each
     if sum(dropped.values()):
         logger.info("pareto bootstrap (%s, by %s): replicates dropped %s", method, unit, dropped)
     contour = pd.DataFrame(
@@ -172,8 +173,8 @@ def bootstrap_frontier(
             "reliability_50": full.contour(grid),
             "band_low": low,
             "band_high": high,
-            "wald_low": np.exp(wald_low),
-            "wald_high": np.exp(wald_high),
+            "wald_low": wald_low,
+            "wald_high": wald_high,
             "n_replicates": valid.astype(int),
             "n_bootstrap": int(n_bootstrap),
             "level": float(level),

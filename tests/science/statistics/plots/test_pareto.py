@@ -214,6 +214,20 @@ def test_frontier_band_is_clipped_to_the_grid_from_both_sides() -> None:
     assert fill.get_label() == "50% bootstrap band"
 
 
+def test_frontier_draws_the_wald_band_dotted_when_the_contour_has_it() -> None:
+    ax = plt.figure().subplots()
+    band = pd.DataFrame({"frequency": [1.0, 2.0], "reliability_50": [0.5, 0.5],
+                         "band_low": [0.4, 0.4], "band_high": [0.6, 0.6], "level": 0.95,
+                         "wald_low": [0.05, 0.3], "wald_high": [0.7, np.inf]})  # fmt: skip
+    _frontier(ax, band, (1.0, 2.0), (0.1, 1.0), None)
+    low, high, frontier = ax.lines
+    assert (low.get_label(), frontier.get_label()) == ("95% Wald band", "P = 0.5")
+    assert high.get_label().startswith("_")  # one legend entry for the pair
+    np.testing.assert_array_equal(low.get_ydata(), [0.1, 0.3])  # clipped to the grid
+    np.testing.assert_array_equal(high.get_ydata(), [0.7, 1.0])
+    assert (low.get_linestyle(), low.get_linewidth(), low.get_color()) == (":", 1.0, "black")
+
+
 def test_heatmap_circles_the_pareto_set() -> None:
     fig = heatmap()
     (circles,) = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]

@@ -60,6 +60,13 @@ def _frontier(ax: plt.Axes, contour: pd.DataFrame, xlim, ylim, shift: pd.DataFra
         linewidth=0,
         label=f"{contour['level'].iloc[0]:.0%} bootstrap band",
     )
+    if "wald_low" in contour:
+        # The fit's delta-method band: it keeps its level at the default design, where the
+        # percentile bootstrap band under-covers (docs/coverage.md).
+        for column, label in (("wald_low", f"{contour['level'].iloc[0]:.0%} Wald band"),
+                              ("wald_high", None)):  # fmt: skip
+            ax.plot(contour["frequency"], contour[column].clip(ylim[0], ylim[1]), color="black",
+                    ls=":", lw=1, label=label)  # fmt: skip
     ax.plot(contour["frequency"], contour["reliability_50"], color="black", lw=2, label="P = 0.5")
     if shift is not None and not shift.empty:
         for factor, group in shift.groupby("budget_factor"):
