@@ -94,9 +94,10 @@ def loss_of(model: torch.nn.Module, tokens: torch.Tensor, path: str) -> torch.Te
     )
 
 
-def measure_one(path: str, batch: int, context: int, steps: int) -> dict:
+def measure_one(path: str, batch: int, context: int, steps: int, activation: str | None) -> dict:
     """Train ``steps`` measured steps after one warm-up step; their peaks and times."""
-    model = build_model(PRESET, VOCAB, context, seed=0, attn_implementation="sdpa")
+    overrides = {"activation_function": activation} if activation else {}
+    model = build_model(PRESET, VOCAB, context, seed=0, attn_implementation="sdpa", **overrides)
     optimizer = torch.optim.AdamW(model.parameters(), lr=2.5e-4, betas=(0.9, 0.999), eps=1e-8)
     gen = torch.Generator().manual_seed(0)
     batches = [torch.randint(0, VOCAB, (batch, context + 1), generator=gen) for _ in range(2)]
@@ -147,11 +148,17 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--paths", nargs="+", default=list(PATHS), choices=PATHS)
     parser.add_argument("--out", default=None, help="folder for chunked_loss_memory.json")
+    parser.add_argument(
+        "--activation",
+        default=None,
+        help="the MLP's activation_function (default: the preset's, GPT-2's gelu_new)",
+    )
     parser.add_argument("--one", choices=PATHS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.one:  # a child: one path, one JSON line
-        print(json.dumps(measure_one(args.one, args.batch, args.context, args.steps)))
+        result = measure_one(args.one, args.batch, args.context, args.steps, args.activation)
+        print(json.dumps(result))
         return
     runs: dict[str, list[dict]] = {p: [] for p in args.paths}
     for _ in range(args.rounds):
@@ -159,12 +166,16 @@ def main() -> None:
             command = [sys.executable, __file__, "--one", path, "--batch", str(args.batch),
                        "--context", str(args.context), "--steps", str(args.steps),
                        "--threads", str(args.threads)]  # fmt: skip
+            if args.activation:
+                command += ["--activation", args.activation]
             out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
             runs[path].append(json.loads(out.strip().splitlines()[-1]))
     tokens_per_step = args.batch * args.context
     rows = [summarise(p, runs[p], tokens_per_step) for p in args.paths]
     base = rows[0]
-    print(f"B {args.batch} x C {args.context}, {PRESET}, V {VOCAB}, fp32, {args.threads} threads")
+    activation = args.activation or "gelu_new"
+    print(f"B {args.batch} x C {args.context}, {PRESET} ({activation}), V {VOCAB}, fp32, "
+          f"{args.threads} threads")  # fmt: skip
     print(
         "| loss path | step peak (MiB) | peak RSS (MiB) | tokens/s | step peak vs full | tokens/s vs full |"
     )  # noqa: E501
@@ -177,8 +188,9 @@ def main() -> None:
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         record = {"batch": args.batch, "context": args.context, "threads": args.threads,
-                  "rows": rows, "runs": runs}  # fmt: skip
-        (Path(args.out) / "chunked_loss_memory.json").write_text(json.dumps(record, indent=1))
+                  "activation": activation, "rows": rows, "runs": runs}  # fmt: skip
+        name = f"chunked_loss_memory_B{args.batch}_C{args.context}_{activation}.json"
+        (Path(args.out) / name).write_text(json.dumps(record, indent=1))
 
 
 if __name__ == "__main__":
