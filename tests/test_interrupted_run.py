@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import mlflow
 import pytest
@@ -177,3 +178,30 @@ def test_a_failed_pipeline_ends_its_dead_training_runs_failed(tmp_path):
         hooks.on_pipeline_error(RuntimeError("sweep failed"), {}, None, None)
     assert client.get_run(dead).info.status == "FAILED"
     assert client.get_run(done).info.status == "FINISHED"
+
+
+def test_a_rerun_after_kill_9_adopts_finished_runs_and_ends_the_dead_ones(tmp_path):
+    """``kill -9`` runs no exit handler: the parent and its runs in flight stay RUNNING. The
+    rerun's sweep, before training, moves the finished runs under its parent, marks the dead
+    parent KILLED and its runs still RUNNING too (a run resumed from a checkpoint moves when it
+    resumes: test_sigterm_mid_sweep_kills_every_run_in_flight_and_a_rerun_has_one_parent)."""
+    from ih_kedro.science.training.sweep import _adopt_finished_runs
+    from ih_kedro.science.training.tasks import TrackingSpec
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow.MlflowClient(uri)
+    experiment = client.create_experiment("kill-9")
+    dead = client.create_run(experiment, run_name="killed -9").info.run_id
+    tags = {"mlflow.parentRunId": dead}
+    finished = client.create_run(experiment, tags=tags, run_name="a").info.run_id
+    client.set_terminated(finished, status="FINISHED")
+    in_flight = client.create_run(experiment, tags=tags, run_name="b").info.run_id
+    rerun = client.create_run(experiment, run_name="rerun").info.run_id
+    summaries = {"a": {"mlflow_run_id": finished}, "b": None}  # b had no checkpoint
+    store = SimpleNamespace(read_summary=summaries.get)
+    configs = [SimpleNamespace(run_name=name) for name in summaries]
+    _adopt_finished_runs(configs, store, TrackingSpec(uri, rerun))
+    assert client.get_run(finished).data.tags["mlflow.parentRunId"] == rerun
+    assert client.get_run(finished).info.status == "FINISHED"
+    assert client.get_run(dead).info.status == "KILLED"
+    assert client.get_run(in_flight).info.status == "KILLED"

@@ -269,16 +269,22 @@ def _adopt_finished_runs(
     """Move the MLflow runs of the already complete runs (the sweep will skip them) under this
     sweep's parent, before any training: a rerun that is itself interrupted, or whose sweep
     fails, still shows the whole sweep under one parent. Runs resumed from a checkpoint move when
-    they resume (``MlflowTracker.run``)."""
+    they resume (``MlflowTracker.run``).
+
+    A parent found still ``RUNNING`` is dead (``kill -9``: no exit handler ran): it is marked
+    ``KILLED`` (:func:`reparent_runs`), and so are its training runs still ``RUNNING``, which
+    died with it (a run killed before its first checkpoint restarts as a new run).
+    """
     import mlflow
 
-    from ih_kedro.science.training.tracking import reparent_runs
+    from ih_kedro.science.training.tracking import end_running_children, reparent_runs
 
     summaries = [store.read_summary(config.run_name) for config in configs]
     ids = [s["mlflow_run_id"] for s in summaries if s is not None and s.get("mlflow_run_id")]
     if ids:
         client = mlflow.MlflowClient(tracking_uri=tracking.tracking_uri)
-        reparent_runs(client, ids, str(tracking.parent_run_id))
+        for dead_parent in reparent_runs(client, ids, str(tracking.parent_run_id)):
+            end_running_children(client, dead_parent)
 
 
 class _ProgressView:
