@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ih_kedro.science.statistics import coverage as cov
+from ih_kedro.science.telemetry.emergence import threshold_crossing
 
 
 def test_summarise_hits_gives_the_share_its_monte_carlo_error_and_the_flag() -> None:
@@ -56,7 +57,7 @@ def test_every_reported_law_interval_keeps_its_promise_at_the_default_designs(ca
         results = cov.run_harness(cov.default_checks(design), 1000)
         results += cov.run_harness(cov.mechanism_checks(), 1000)
         results += cov.run_harness(cov.paired_checks(), 1000)
-    # The one flagged: the paired t CI with 5 skewed differences (measured 0.907), stated
+    # The one flagged: the paired t CI with 5 skewed differences (measured 0.89), stated
     # beside the interval in docs/coverage.md.
     assert [r.name for r in results if r.flagged] == [
         "paired seeds: mean difference CI (5 seeds, skewed)"
@@ -76,3 +77,19 @@ def test_frontier_checks_name_every_band_and_ratio_per_unit() -> None:
         + ["pareto (Firth fit): ratio b1/b2 Wald CI"]
     )
     assert all(isinstance(v, bool) for v in hits.values())
+
+
+def test_emergence_check_uses_the_true_curves_crossing() -> None:
+    design = cov.EmergenceDesign()
+    steps, curve = design.steps(), design.curve()
+    assert steps[0] == 0 and steps[-1] == 2000 and np.all(np.diff(steps) == 25)
+    # The logistic crosses 0.4 at 1,000 + 60 logit((0.4 - 0.08) / 0.6) = 1,008.0 steps; the
+    # estimand interpolates between checkpoints (1,000 and 1,025).
+    truth = threshold_crossing(steps, curve, 0.4)
+    assert truth == pytest.approx(1000 + 60 * math.log(0.32 / 0.28), abs=0.5)
+    hits = cov.emergence_checks(design, np.random.default_rng(0), n_bootstrap=50)
+    assert list(hits) == ["emergence step: bootstrap CI (threshold)"]
+    with_no_noise = cov.EmergenceDesign(probe_sd=1e-9)
+    assert cov.emergence_checks(with_no_noise, np.random.default_rng(0), n_bootstrap=20) == {
+        "emergence step: bootstrap CI (threshold)": True
+    }

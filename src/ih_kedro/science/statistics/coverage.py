@@ -37,6 +37,7 @@ from ih_kedro.science.statistics.law_mechanisms import PUBLISHED_FORMS, mechanis
 from ih_kedro.science.statistics.paired_seeds import mean_interval
 from ih_kedro.science.statistics.pareto_bootstrap import bootstrap_frontier
 from ih_kedro.science.statistics.pareto_frontier import fit_frontier
+from ih_kedro.science.telemetry.emergence import estimate_emergence, threshold_crossing
 
 TOLERANCE = 0.02  # flag a 95 % interval below 93 %, a 5 % test above 7 %
 
@@ -319,6 +320,58 @@ def frontier_checks(
         )
     hits["pareto (Firth fit): ratio b1/b2 Wald CI"] = _inside(ratio, fit.coefficient_ratio()[1:])
     return hits
+
+
+@dataclass(frozen=True)
+class EmergenceDesign:
+    """A simulated run's prefix-matching curve: checkpoints every ``every`` steps to ``last``,
+    ``n_probes`` probe samples per checkpoint (``parameters_law_fit.yml``: eval every 25 steps,
+    100 probe sequences), each the true curve plus normal noise of sd ``probe_sd``; the true
+    curve rises logistically from ``floor`` by ``rise`` around ``midpoint`` (steps) with scale
+    ``width``; the estimand is its crossing of ``threshold`` between checkpoints."""
+
+    every: int = 25
+    last: int = 2_000
+    n_probes: int = 100
+    probe_sd: float = 0.2
+    floor: float = 0.08
+    rise: float = 0.6
+    midpoint: float = 1_000.0
+    width: float = 60.0
+    threshold: float = 0.4
+
+    def describe(self) -> str:
+        return (
+            f"checkpoints every {self.every} steps to {self.last}, {self.n_probes} probe samples "
+            f"(sd {self.probe_sd:g}); logistic rise {self.rise:g} at step {self.midpoint:g} "
+            f"(scale {self.width:g}); threshold {self.threshold:g}"
+        )
+
+    def steps(self) -> np.ndarray:
+        return np.arange(0, self.last + 1, self.every, dtype=float)  # (K,)
+
+    def curve(self) -> np.ndarray:
+        x = (self.steps() - self.midpoint) / self.width
+        return self.floor + self.rise / (1.0 + np.exp(-x))  # (K,)
+
+
+def emergence_checks(
+    design: EmergenceDesign, rng: np.random.Generator, n_bootstrap: int = 200, level: float = 0.95
+) -> dict[str, bool]:
+    """One draw of a run's emergence-step CI (:func:`estimate_emergence`, threshold method,
+    bootstrap over probe samples): does it hold the true curve's crossing?"""
+    steps, curve = design.steps(), design.curve()
+    samples = curve[:, None] + rng.normal(0.0, design.probe_sd, (steps.size, design.n_probes))
+    estimate = estimate_emergence(
+        steps, steps * 1024.0, samples, threshold=design.threshold, n_bootstrap=n_bootstrap,
+        seed=int(rng.integers(2**31)), ci=level,
+    )  # fmt: skip
+    truth = threshold_crossing(steps, curve, design.threshold)
+    return {
+        "emergence step: bootstrap CI (threshold)": _inside(
+            truth, (estimate.ci_low, estimate.ci_high)
+        )
+    }
 
 
 # --------------------------------------------------------------------------------------------
