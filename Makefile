@@ -36,8 +36,9 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	# The fast suite plus the slow tests marked `ci` (multi-rank equality and kill/resume, two
-	# gloo ranks per job), on two workers; a test file stays on one worker (module fixtures).
-	$(BIN)/python -m pytest -n 2 --dist loadfile -m "not slow or ci"
+	# gloo ranks per job), on two workers; a test file stays on one worker (module fixtures);
+	# in a random order (pytest-randomly; the seed is printed: SEED=<n> repeats an order).
+	$(BIN)/python -m pytest -p randomly -n 2 --dist loadfile -m "not slow or ci" $(if $(SEED),--randomly-seed=$(SEED))
 
 lint: $(STAMP)
 	$(BIN)/ruff check --fix .

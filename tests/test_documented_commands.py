@@ -335,12 +335,13 @@ _FRAGMENT = "part of a command (the comment around it names the command)"
 # test_every_documented_kedro_run_starts: parsed by the project's CLI, its --env and pipeline
 # found, its overrides checked against the parameters and applied, up to the first node.
 NOT_RUN_IN_CI = {
-    "make smoke": "the micro study itself: minutes on 2 cores; run by hand (the lead's make target)",
+    "make smoke": "minutes on 2 cores: its `python -m ih_kedro.smoke` is run by the slow "
+    "tests/test_smoke.py::test_make_smoke_forms_heads_and_fits_the_law",
     "make run": f"{_FULL}: kedro run --pipeline=law_fit, whose micro run is tested",
     "make test": "the test suite itself (what CI runs)",
     "make mlflow-ui": "a server that does not return; tests/ui/test_mlflow_ui.py drives the UI",
     "kedro viz run": "a server that does not return; tests/ui/test_kedro_viz.py drives kedro-viz",
-    "kedro run --pipeline=law_fit --params \"law_fit.training.max_steps=3000\"": _FULL,
+    'kedro run --pipeline=law_fit --params="law_fit.training.context_lengths=[32,64]"': _FULL,
     "kedro run --config docs/examples/quick_law_fit.yml": _FULL,
     'kedro run --pipeline=law_fit --params="law_fit.training.seeds=[0,1,2]"': _FULL,
     "kedro run --pipeline=bi_induct --params=\"bi_induct.training.seeds=[0,1,2,3,4]\"": _FULL,
