@@ -191,7 +191,9 @@ def _law_fit(reporting: Path) -> dict[str, Any]:
                     f"b = {wald.get('null_b')} hold here"
                 ),
                 "verdict": "rejected" if (wald.get("p_value") or 1) < 0.05 else "not rejected",
-                "detail": f"{wald.get('test')} test, p = {wald.get('p_value'):.2g}",
+                "detail": (
+                    f"cluster-robust {wald.get('test')} test, p = {fmt(wald.get('p_value'))}"
+                ),
             }
         ],
         "runs": {
@@ -202,6 +204,23 @@ def _law_fit(reporting: Path) -> dict[str, Any]:
             - (summary.get("n_fit_failed") or 0),
         },
     }
+
+
+def law_fit_summary_from_runs(runs: Path) -> dict[str, Any]:
+    """The law's summary refitted, with today's statistics, from a per-run table of emergence
+    steps (``batch_size, context_length, seed, step, status``), such as the committed
+    ``docs/results/law_fit_runs.csv`` of the last default run."""
+    import pandas as pd
+
+    from ih_kedro.science.statistics.emergence_law import fit_emergence_law
+    from ih_kedro.science.statistics.emergence_prediction import fit_summary_dict
+
+    table = pd.read_csv(runs)
+    table["run_name"] = [
+        f"B{r.batch_size}_C{r.context_length}_s{r.seed}" for r in table.itertuples(index=False)
+    ]
+    fit = fit_emergence_law(table, leave_one_out=True)
+    return {"status": "ok", **fit_summary_dict(fit)}
 
 
 def _pareto(reporting: Path) -> dict[str, Any]:
