@@ -5,10 +5,13 @@ logits of ``N`` tokens over a vocabulary of ``V`` are an ``(N, V)`` tensor (1.6 
 8 × 1,024 tokens over GPT-2's 50,257 ids), kept for the backward together with its softmax
 and its gradient: at paper shapes this is most of a step's memory.
 :class:`ChunkedLinearCrossEntropy` goes through the rows in chunks: the forward computes each
-chunk's logits, its log-sum-exp and its target logit, and keeps only the hidden states and the
-``(N,)`` log-sum-exps; the backward recomputes each chunk's logits, turns them into the softmax
-minus the one-hot target, and adds that chunk's share to the gradients of the hidden states,
-the unembedding weight and the bias. The peak extra memory is one chunk's logits.
+chunk's logits, its log-sum-exp and its target logit, turns the logits into the softmax minus
+the one-hot target and adds that chunk's share to the gradients of the hidden states, the
+unembedding weight and the bias, which the backward only scales (``GRADS_IN_FORWARD``: the
+full path's three ``N·d·V`` matmuls). With ``grads_in_forward=False`` it keeps the hidden
+states and the ``(N,)`` log-sum-exps instead and recomputes each chunk's logits in the backward
+(a fourth matmul, slower on a CPU: benchmarks/README.md). Either way the peak extra memory is
+one chunk's logits.
 
 Numerics follow the full path: each chunk's logits are a matmul in the weights' dtype, cast to
 fp32 for the log-sum-exp (as ``logits.float()`` before ``cross_entropy``); the gradients are cast
@@ -30,10 +33,11 @@ from typing import Any
 import torch
 
 LOSS_IMPLEMENTATIONS = ("full", "chunked", "liger")
-# Elements of one chunk's logits: 2^25 fp32 values are 128 MiB (652 rows at V 50,257 → 512).
-CHUNK_ELEMENTS = 2**25
-# Whether the chunked loss computes its gradients in the forward (no recomputed logits).
-GRADS_IN_FORWARD = False
+# Elements of one chunk's logits: 2^24 fp32 values are 64 MiB (333 rows at V 50,257 → 256).
+CHUNK_ELEMENTS = 2**24
+# The chunked loss computes its gradients in the forward (no recomputed logits): measured
+# 0.93-1.19x the full path's tokens/s on CPU, the recomputing variant 0.74x (benchmarks/README.md).
+GRADS_IN_FORWARD = True
 
 
 def chunk_rows_for(vocab_size: int, n_rows: int, chunk_elements: int = CHUNK_ELEMENTS) -> int:
@@ -72,13 +76,12 @@ class _Grads:
         )
 
     def add_chunk(self, rows, probs, chunk, picked, weight, scale) -> None:
-        """Add a chunk's share; ``probs`` ``(n, V)`` fp32 is its softmax, overwritten.
+        """Add a chunk's share; ``probs`` ``(n, V)`` fp32 is its softmax times ``scale``.
 
         d(loss)/d(logits) = (softmax - one_hot(target)) · scale. The softmax part goes through
         the matmuls and the one-hot part is subtracted row by row: a sum of many small terms and
         one large one would otherwise round at the large one's scale.
         """
-        probs.mul_(scale)
         if self.bias is not None:
             self.bias += probs.sum(0)
             self.bias.index_add_(0, picked, (-scale).expand(picked.shape[0]))
@@ -137,12 +140,17 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
         for start in range(0, n_rows, chunk_rows):
             rows = slice(start, start + chunk_rows)
             logits = _chunk_logits(hidden[rows], weight, bias)  # (n, V) fp32
-            lse[rows] = torch.logsumexp(logits, dim=-1)
             target_logits = logits.gather(1, targets[rows, None]).squeeze(1)  # (n,)
-            total += (lse[rows] - target_logits).sum()
-            if grads is not None:
-                probs = logits.sub_(lse[rows, None]).exp_()  # the softmax, in place
+            if grads is None:
+                lse[rows] = torch.logsumexp(logits, dim=-1)
+            else:  # one pass of exp for the log-sum-exp and the softmax, in place
+                peak = logits.amax(dim=-1, keepdim=True)  # (n, 1)
+                exps = logits.sub_(peak).exp_()
+                sums = exps.sum(dim=-1, keepdim=True)  # (n, 1)
+                lse[rows] = (peak + sums.log()).squeeze(1)
+                probs = exps.mul_(scale / sums)  # softmax · scale
                 grads.add_chunk(rows, probs, hidden[rows], targets[rows], weight, scale)
+            total += (lse[rows] - target_logits).sum()
             del logits
         if grads is not None:
             ctx.grads = grads
@@ -166,7 +174,7 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
         for start in range(0, n_rows, chunk_rows):
             rows = slice(start, start + chunk_rows)
             probs = _chunk_logits(hidden[rows], weight, bias)  # (n, V) fp32
-            probs.sub_(lse[rows, None]).exp_()  # the softmax, in place
+            probs.sub_(lse[rows, None]).exp_().mul_(scale)  # softmax · scale, in place
             grads.add_chunk(rows, probs, hidden[rows], targets[rows], weight, scale)
             del probs
         one = torch.ones((), device=hidden.device)
