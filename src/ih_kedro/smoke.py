@@ -86,7 +86,8 @@ def where_to_look(project: Path) -> str:
         if summary.get("status", "ok") == "ok" and summary.get("a"):
             a, b = summary["a"], summary["b"]
             lines.append(
-                f"  law (4 configurations, 1 seed: wide CIs): a = {a['estimate']:.2f} "
+                f"  law (4 configurations, 1 seed: a demonstration, not a finding): "
+                f"a = {a['estimate']:.2f} "
                 f"[{a['ci_low']:.2f}, {a['ci_high']:.2f}], b = {b['estimate']:.2f} "
                 f"[{b['ci_low']:.2f}, {b['ci_high']:.2f}]"
             )
