@@ -193,3 +193,13 @@ def test_the_committed_law_is_the_refit_of_the_committed_runs() -> None:
         assert numbers[name]["ci_low"] == pytest.approx(refit[name]["ci_low"], rel=1e-9)
         assert numbers[name]["ci_high"] == pytest.approx(refit[name]["ci_high"], rel=1e-9)
     assert committed["runs"] == {"total": 18, "emerged": 18}
+
+
+def test_a_results_csv_is_rendered_into_its_doc(copied_docs: Path) -> None:
+    table = copied_docs / "docs" / "results" / "base_calibration.csv"
+    text = table.read_text()
+    assert "\n16,0.375,3,893.0," in text
+    table.write_text(text.replace("\n16,0.375,3,893.0,", "\n16,0.375,2,893.0,"))
+    doc = copied_docs / "docs" / "bi_induct.md"
+    assert report.stale_documents(copied_docs) == [doc]
+    assert "| 16 | 0.38 | 2 | 893 |" in report.rendered_documents(copied_docs)[doc]

@@ -512,7 +512,40 @@ def rendered_documents(root: Path) -> dict[Path, str]:
         documents[doc] = replace_between(
             doc.read_text(), start, end, render_section(summary), summary["doc"]
         )
+    for doc in sorted((root / "docs").glob("*.md")):
+        text = documents.get(doc, doc.read_text())
+        if CSV_MARKER.search(text):
+            for match in CSV_MARKER.finditer(text):
+                relative = match.group("path")
+                text = replace_between(
+                    text,
+                    match.group(0),
+                    f"<!-- csv:{relative}:end -->",
+                    render_csv(doc.parent / relative),
+                    str(doc.relative_to(root)),
+                )
+            documents[doc] = text
     return documents
+
+
+CSV_MARKER = re.compile(r"<!-- csv:(?P<path>[^ ]+?):start -->")
+
+
+def render_csv(path: Path) -> str:
+    """A committed results CSV as a markdown table (numbers as the documents print them)."""
+    with path.open() as handle:
+        rows = list(csv.reader(handle))
+    header, body = rows[0], rows[1:]
+
+    def cell(text: str) -> str:
+        value = _float(text)
+        if value is None or text.strip().lower() in {"true", "false"}:
+            return {"True": "yes", "False": "no", "": "—"}.get(text, text)
+        return fmt(value)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in body]
+    return "\n".join(lines)
 
 
 def stale_documents(root: Path) -> list[Path]:

@@ -36,7 +36,11 @@ def plot_dose_response(outcomes: pd.DataFrame, table: pd.DataFrame) -> plt.Figur
     right.axhline(0, color="k", lw=0.8)
     right.set(xscale="log", xlabel="one copy event per N tokens",
               ylabel="excess drop of copy accuracy", title="Is the top head load-bearing?")  # fmt: skip
+    doses = sorted(table["tokens_per_event"].astype(float))
     for ax in (left, right):
+        # The doses themselves as ticks (log-axis minor labels overlap at these values).
+        ax.set_xticks(doses, [f"{d:g}" for d in doses])
+        ax.minorticks_off()
         for dose in table.loc[table["chosen"], "tokens_per_event"]:
             ax.axvline(dose, color="tab:green", ls="--", lw=1, label=f"chosen: 1 per {dose:g}")
         ax.legend(fontsize=7)
