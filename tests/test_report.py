@@ -203,3 +203,27 @@ def test_a_results_csv_is_rendered_into_its_doc(copied_docs: Path) -> None:
     doc = copied_docs / "docs" / "bi_induct.md"
     assert report.stale_documents(copied_docs) == [doc]
     assert "| 16 | 0.38 | 2 | 893 |" in report.rendered_documents(copied_docs)[doc]
+
+
+def test_collect_bi_induct_labels_a_degenerate_comparison(tmp_path: Path) -> None:
+    folder = tmp_path / "bi_induct"
+    folder.mkdir()
+    claim = {
+        "id": "ablation_hurts_base_more",
+        "verdict": "undecided",
+        "reason": "degenerate: ...",
+        "difference": {"mean": 0.06, "ci_low": -0.04, "ci_high": 0.16},
+        "base_excess_drop": {"mean": 0.07, "ci_low": -0.02, "ci_high": 0.15},
+        "load_bearing_in_base": False,
+        "sequential": {"status": "continue", "looks": [{"seeds": [0, 1, 2, 3, 4]}]},
+    }
+    (folder / "claims.json").write_text(json.dumps({"claims": [claim]}))
+    body = report.COLLECTORS["bi_induct"](tmp_path)
+    assert body["verdicts"][0]["verdict"] == (
+        "undecided: degenerate (the base's top heads are not load-bearing)"
+    )
+    assert body["verdicts"][0]["detail"].startswith("looks at [5] seeds, continue; ")
+    assert [(n["name"], n["estimate"]) for n in body["numbers"]] == [
+        ("4. Δ excess ablation drop (base − induction)", 0.06),
+        ("4. the base's top-head excess drop", 0.07),
+    ]
