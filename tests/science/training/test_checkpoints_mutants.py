@@ -108,11 +108,15 @@ def test_latest_deepspeed_tag_and_prune(tmp_path):
     assert store.latest_deepspeed_tag("r") is None
     for name in ("step_0000004", "step_0000012", "step_0000008", "other"):
         (folder / name).mkdir()
+        (folder / name / "mp_rank_00_model_states.pt").write_bytes(b"states")
     (folder / "step_0000099").write_text("a file, not a tag")
+    (folder / "step_0000016").mkdir()  # being written when the run was killed: no model states
     assert store.latest_deepspeed_tag("r") == "step_0000012"  # no latest: the highest tag
     (folder / "latest").write_text(" step_0000008\n")
     assert store.latest_deepspeed_tag("r") == "step_0000008"
     (folder / "latest").write_text("step_0000020")  # torn: names a missing tag
+    assert store.latest_deepspeed_tag("r") == "step_0000012"
+    (folder / "latest").write_text("step_0000016")  # names the incomplete tag
     assert store.latest_deepspeed_tag("r") == "step_0000012"
     (folder / "latest").write_text("  ")
     assert store.latest_deepspeed_tag("r") == "step_0000012"

@@ -100,18 +100,26 @@ class CheckpointStore:
 
         DeepSpeed writes ``latest`` after the tag's files, and older tags are deleted only after
         that, so ``latest`` names a complete checkpoint; a torn ``latest`` falls back to the
-        highest remaining tag.
+        highest remaining tag. Either way a tag counts only when it holds its model states
+        (``*model_states.pt``): a run killed while DeepSpeed was creating a tag leaves its folder
+        without them, and resuming from it would fail inside DeepSpeed (measured: SIGTERM during
+        a checkpoint's write).
         """
         folder = self.deepspeed_dir(run_name)
         if not folder.is_dir():
             return None
+
+        def complete(tag: str) -> bool:
+            return (folder / tag).is_dir() and any((folder / tag).glob("*model_states.pt"))
+
         latest = folder / "latest"
         if latest.is_file():
             tag = latest.read_text().strip()
-            if tag and (folder / tag).is_dir():
+            if tag and complete(tag):
                 return tag
         tags = sorted(p.name for p in folder.iterdir() if p.is_dir() and STEP_DIR.match(p.name))
-        return tags[-1] if tags else None
+        complete_tags = [tag for tag in tags if complete(tag)]
+        return complete_tags[-1] if complete_tags else None
 
     def prune_deepspeed(self, run_name: str, keep: str) -> None:
         """Delete every DeepSpeed tag except ``keep`` (the latest)."""
