@@ -11,17 +11,14 @@ kedro-mlflow hook writing to an SQLite store inside the temporary project.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ih_kedro.science.data.corpus import write_pile_shards
-from ih_kedro.science.data.embedded_corpus import kjv_documents
+from ih_kedro.smoke import new_project, write_local_parameters  # noqa: F401 - re-exported
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,33 +50,14 @@ def base_parameters(project: Path, name: str) -> dict[str, Any]:
 
 
 def new_micro_project(folder: Path, n_documents: int = 60, docs_per_shard: int = 30) -> Path:
-    """A project in ``folder/project`` with conf/base, an empty conf/local and a raw KJV shard."""
-    project = folder / "project"
-    project.mkdir(parents=True)
-    shutil.copy(PROJECT_ROOT / "pyproject.toml", project / "pyproject.toml")
-    (project / "src").mkdir()  # the package itself is installed; bootstrap wants the folder
-    shutil.copytree(PROJECT_ROOT / "conf" / "base", project / "conf" / "base")
-    (project / "conf" / "local").mkdir()
-    records = [
-        {"text": doc["text"], "meta": doc.get("meta", {"pile_set_name": "KJV"})}
-        for doc in islice(kjv_documents(), n_documents)
-    ]
-    write_pile_shards(
-        records, project / "data" / "01_raw" / "corpus", docs_per_shard=docs_per_shard
-    )
-    return project
+    """A project in ``folder/project`` with conf/base, an empty conf/local and a raw KJV shard
+    (the layout ``make smoke`` builds: :func:`ih_kedro.smoke.new_project`)."""
+    return new_project(folder / "project", n_documents=n_documents, docs_per_shard=docs_per_shard)
 
 
 def micro_data_engineering(project: Path) -> dict[str, Any]:
     """The project's data_engineering parameters with :data:`MICRO_DATA_ENGINEERING` merged in."""
     return deep_merge(base_parameters(project, "data_engineering"), MICRO_DATA_ENGINEERING)
-
-
-def write_local_parameters(project: Path, overrides: dict[str, dict]) -> None:
-    """One ``conf/local/parameters_<key>.yml`` per top-level key (merged key by key into base's)."""
-    for key, value in overrides.items():
-        path = project / "conf" / "local" / f"parameters_{key}.yml"
-        path.write_text(yaml.safe_dump({key: value}))
 
 
 def kedro_run(project: Path, *arguments: str, timeout: int = 1800) -> subprocess.CompletedProcess:
