@@ -46,7 +46,7 @@ MICRO_TRAINING = {
     "online_emergence": {"eval_every": 2, "n_probes": 4},
     **SEQUENTIAL_EXECUTOR,
 }  # fmt: skip
-ARMS = ["anti_induction", "induction", "repetition_enriched"]
+ARMS = ["anti_induction", "induction", "minimally_enriched"]
 PREFIX = "attn-only-2l-d128_B4_C48_"
 MICRO_TELEMETRY = {"probe": {"n_samples": 4, "snippet_length": 5}, "batch_size": 4, "n_validation_sequences": 2,
                    "emergence": {"n_bootstrap": 5}}  # fmt: skip
@@ -145,12 +145,12 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
     ablation = table[table["metric"].str.startswith("ablation_")]
     assert not ablation["estimable"].any()
     assert ablation["note"].str.contains("not estimable").all()
-    snippet_ablation = ablation[ablation["variant"] != "repetition_enriched"]
+    snippet_ablation = ablation[ablation["variant"] != "minimally_enriched"]
     assert snippet_ablation["diff_vs_natural"].isna().all()
     perplexity = table[(table["metric"] == "perplexity")].set_index("variant")
     assert perplexity["ci_low"].le(perplexity["value"]).all()
     assert perplexity.loc["induction", "diff_vs_natural"] == pytest.approx(
-        perplexity.loc["induction", "value"] - perplexity.loc["repetition_enriched", "value"]
+        perplexity.loc["induction", "value"] - perplexity.loc["minimally_enriched", "value"]
     )
     checkpoints = pd.read_parquet(
         data / "07_model_output" / EXPERIMENT / "checkpoint_metrics.parquet"
@@ -184,7 +184,7 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
     perplexity_claim = by_id["perplexity_cost"]["difference"]
     loss = runs.set_index(["variant", "seed"])["loss"]
     assert perplexity_claim["differences"] == pytest.approx(
-        [loss["induction", s] - loss["repetition_enriched", s] for s in (0, 1)])  # fmt: skip
+        [loss["induction", s] - loss["minimally_enriched", s] for s in (0, 1)])  # fmt: skip
     assert set(by_id["perplexity_cost"]["other_arms"]) == {"anti_induction"}
     # Adaptive seeds on claims 2 and 4 (5 planned, +2 per look, cap 9): two seeds make no look
     # yet; claims.json asks for seeds 0-4 and says how to train them.
@@ -223,7 +223,7 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
                                               "variant_batch_share")  # fmt: skip
         assert [m.step for m in induction] == [2, 4]
         # The base arm's copy events are in its share too; the snippet arm holds more.
-        base = client.get_metric_history(by_name[f"{PREFIX}repetition_enriched_s0"],
+        base = client.get_metric_history(by_name[f"{PREFIX}minimally_enriched_s0"],
                                          "variant_batch_share")  # fmt: skip
         assert 0 < base[0].value < induction[0].value
         # The kedro-mlflow run holds the tables and figures as artifacts, and the claims.
@@ -241,7 +241,7 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
         assert (
             parent.data.metrics["bi_induct/claims/ablation_hurts_base_more/induction/verdict"] == 0
         )
-        assert client.get_metric_history(by_name[f"{PREFIX}repetition_enriched_s0"],
+        assert client.get_metric_history(by_name[f"{PREFIX}minimally_enriched_s0"],
                                          "bi_induct/lm_eval/fixture_mc/acc")  # fmt: skip
         assert "bi_induct/attn-only-2l-d128/induction/perplexity" in parent.data.metrics
         assert client.get_metric_history(by_name[f"{PREFIX}induction_s0"],

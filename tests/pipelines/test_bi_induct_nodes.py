@@ -634,7 +634,7 @@ def test_claims_node_writes_json_safe_claims_and_the_table() -> None:
     from ih_kedro.pipelines.bi_induct.claims_nodes import decide_bi_induct_claims
 
     runs = pd.DataFrame({
-        "variant": ["repetition_enriched", "induction", "anti_induction"], "seed": 0,
+        "variant": ["minimally_enriched", "induction", "anti_induction"], "seed": 0,
         "emergence_step": [900.0, 700.0, 1000.0], "emergence_censored": False,
         "copy_accuracy": [0.6, 0.6, 0.5], "copy_gain": [0.5, 0.5, 0.4],
         "anti_induction_score": [0.02, 0.02, 0.03], "heads_formed": True,
@@ -647,3 +647,25 @@ def test_claims_node_writes_json_safe_claims_and_the_table() -> None:
     assert claims["claims"][0]["difference"]["differences"] == [-200.0]
     assert list(table["arm"]) == ["induction", "anti_induction"] * 2 + ["anti_induction"] + [
         "induction", "anti_induction"] * 2  # fmt: skip
+
+
+def test_claims_name_the_base_arm_by_its_dose() -> None:
+    """claims.json says what the base is: one copy per 16 tokens -> "natural, minimally enriched
+    (one copy per 16 tokens)"; an arm's own options override the shared ones."""
+    from ih_kedro.pipelines.bi_induct.claims_nodes import base_arm_description
+
+    training = {
+        "variant_options": {"fixed_rate_copies": {"tokens_per_event": 16, "span_min": 4}},
+        "data_variants": [{"variant": "fixed_rate_copies", "label": "minimally_enriched"},
+                          {"variant": "fixed_rate_copies", "label": "lighter",
+                           "options": {"tokens_per_event": 32}}, "natural"],
+    }  # fmt: skip
+    base = base_arm_description({}, training)
+    assert base == {"arm": "minimally_enriched", "variant": "fixed_rate_copies",
+                    "options": {"tokens_per_event": 16, "span_min": 4},
+                    "label": "natural, minimally enriched (one copy per 16 tokens)"}  # fmt: skip
+    lighter = base_arm_description({"claims": {"base_arm": "lighter"}}, training)
+    assert lighter["label"] == "natural, minimally enriched (one copy per 32 tokens)"
+    assert base_arm_description({"claims": {"base_arm": "natural"}}, training)["label"] == "natural"
+    with pytest.raises(ValueError, match="'nope' is not a label"):
+        base_arm_description({"claims": {"base_arm": "nope"}}, training)

@@ -1,16 +1,20 @@
-"""``law_mechanisms_reference``: the ``reference_schedule`` arm's wiring and its schedule, whose
-warm-up and cosine horizon in steps scale as 1/(B·C) (fixed in tokens, as the reference's)."""
+"""``law_mechanisms_reference``: the ``reference_schedule`` arm's wiring beside ``today`` and
+``setup_check``, its contrasts, and its schedule, whose warm-up and cosine horizon in steps scale
+as 1/(B·C) (fixed in tokens, as the reference's)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from kedro.framework.project import pipelines
 from kedro.framework.startup import bootstrap_project
 
-from ih_kedro.pipelines.law_mechanisms.pipeline import ARMS, REFERENCE_ARM
+from ih_kedro.pipelines.law_mechanisms.nodes import reference_contrast_table
+from ih_kedro.pipelines.law_mechanisms.pipeline import REFERENCE_ARM, REFERENCE_ARMS
 from ih_kedro.science.training.grid import expand_grid
 from tests.micro_project import base_parameters
 
@@ -18,15 +22,54 @@ from tests.micro_project import base_parameters
 def test_registry_has_the_reference_arm_only_in_its_own_pipeline(project_root: Path) -> None:
     bootstrap_project(project_root)
     with_arm = {n.namespace for n in pipelines["law_mechanisms_reference"].nodes}
-    for arm in [*ARMS, REFERENCE_ARM, "size"]:
+    assert REFERENCE_ARMS == ("today", "setup_check", REFERENCE_ARM)
+    for arm in REFERENCE_ARMS:
         assert f"law_mechanisms.{arm}.training" in with_arm
+    for arm in ("growing_repetition", "distance_window", "both", "size"):
+        assert f"law_mechanisms.{arm}.training" not in with_arm  # not trained here
     without = {n.namespace for n in pipelines["law_mechanisms"].nodes}
     assert f"law_mechanisms.{REFERENCE_ARM}.training" not in without
     fits = next(n for n in pipelines["law_mechanisms_reference"].nodes
-                if n.name == "law_mechanisms.mechanism_fits")  # fmt: skip
-    assert f"law_mechanisms.{REFERENCE_ARM}.emergence_table" in fits.inputs
-    assert pipelines["law_mechanisms_reference"].all_outputs() >= {
-        "law_mechanisms.mechanism_fits", "law_mechanisms.mechanism_contrasts"}  # fmt: skip
+                if n.name == "law_mechanisms.reference_fits")  # fmt: skip
+    assert set(fits.inputs) >= {f"law_mechanisms.{arm}.emergence_table" for arm in REFERENCE_ARMS}
+    # Its own tables: law_mechanisms.csv stays law_mechanisms' own.
+    outputs = pipelines["law_mechanisms_reference"].all_outputs()
+    assert {"law_mechanisms.reference_fits", "law_mechanisms.reference_contrasts",
+            "law_mechanisms.reference_exponents_plot"} <= outputs  # fmt: skip
+    assert "law_mechanisms.mechanism_fits" not in outputs
+
+
+FIT_PARAMS = {"metric": "prefix_matching", "method": "threshold", "threshold": None,
+              "level": 0.95, "contrast": {"reference": "today", "margin": 0.2}}  # fmt: skip
+
+
+def _arm(a: float, b: float) -> pd.DataFrame:
+    """Emergence rows of S* = 2e4 B^-a C^-b (x a small seed wiggle) on a 2 x 3 grid, 3 seeds."""
+    rows = []
+    for (batch, context), seed in itertools.product(
+        [(bb, cc) for bb in (32, 128) for cc in (32, 64, 128)], (0, 1, 2)
+    ):
+        wiggle = 1.0 + 0.02 * (seed - 1) * (1 if (batch + context) % 3 else -1)
+        rows.append({"run_name": f"B{batch}_C{context}_s{seed}", "batch_size": batch,
+                     "context_length": context, "seed": seed, "metric": "prefix_matching",
+                     "method": "threshold", "threshold": 0.4,
+                     "step": 2e4 * batch**-a * context**-b * wiggle,
+                     "status": "emerged", "censored": False})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_reference_contrasts_are_against_today_and_the_reference_arm_against_setup_check():
+    # Planted b: today 0.0, setup_check 0.3, reference_schedule 0.5 (a 0.8 in all three).
+    tables = {"today": _arm(0.8, 0.0), "setup_check": _arm(0.8, 0.3),
+              REFERENCE_ARM: _arm(0.8, 0.5)}  # fmt: skip
+    table = reference_contrast_table(FIT_PARAMS, **tables)
+    pairs = list(zip(table["arm"], table["reference"]))
+    assert pairs == [("setup_check", "today"), (REFERENCE_ARM, "today"),
+                     (REFERENCE_ARM, "setup_check")]  # fmt: skip
+    assert list(table["delta_b"]) == pytest.approx([0.3, 0.5, 0.2], abs=0.01)
+    assert list(table["delta_a"]) == pytest.approx([0.0, 0.0, 0.0], abs=0.01)
+    assert table["delta_b_ci_low"].iloc[2] > 0  # 0.2 with a 2 % wiggle: resolved
+    assert table["verdict_a"].iloc[1] == "no effect"
 
 
 def test_reference_arm_warmup_and_horizon_scale_as_one_over_bc(project_root: Path) -> None:

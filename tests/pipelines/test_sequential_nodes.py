@@ -28,7 +28,7 @@ def test_bi_induct_claims_record_looks_and_the_next_look():
     assert following["command"] == (
         "kedro run --pipeline=bi_induct --params='bi_induct.training.seeds=[0,1,2,3,4,5,6],"
         "bi_induct.training.seed_cells=[{seeds: [5, 6], labels: [induction, "
-        "repetition_enriched]}]'"
+        "minimally_enriched]}]'"
     )  # the anti-induction arm's claims are decided: it trains no new seed
     assert claims["sequential"]["plan"]["look_sizes"] == [5, 7, 9]
     assert table.set_index(["claim", "arm"]).loc[("icl_not_improved", ARM), "verdict"] == (

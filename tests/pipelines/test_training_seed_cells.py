@@ -12,7 +12,7 @@ BI_INDUCT = {
     "presets": ["attn-only-2l-d128"], "batch_sizes": [4], "context_lengths": [32],
     "seeds": [0, 1, 2, 3], "max_steps": 4,
     "data_variants": [
-        {"variant": "fixed_rate_copies", "label": "repetition_enriched"},
+        {"variant": "fixed_rate_copies", "label": "minimally_enriched"},
         {"variant": "bi_induct_snippets", "label": "induction", "options": {"direction": "induction"}},
         {"variant": "bi_induct_snippets", "label": "anti_induction",
          "options": {"direction": "anti_induction"}},
@@ -27,11 +27,11 @@ def _names(configs):
 def test_later_seeds_train_only_in_the_named_arms():
     assert len(grid_configs(BI_INDUCT)) == 12  # no seed_cells: every seed, every arm
     params = {**BI_INDUCT, "seed_cells": [
-        {"seeds": [2, 3], "labels": ["repetition_enriched", "induction"]}]}  # fmt: skip
+        {"seeds": [2, 3], "labels": ["minimally_enriched", "induction"]}]}  # fmt: skip
     names = _names(grid_configs(params))
     assert "anti_induction_s2" not in names and "anti_induction_s3" not in names
     # "induction" is a suffix of "anti_induction": the match is on the whole run name.
-    assert {"induction_s2", "induction_s3", "repetition_enriched_s3", "anti_induction_s1"} <= set(
+    assert {"induction_s2", "induction_s3", "minimally_enriched_s3", "anti_induction_s1"} <= set(
         names
     )
     assert len(names) == 10
@@ -39,10 +39,10 @@ def test_later_seeds_train_only_in_the_named_arms():
 
 def test_entries_add_up_and_unknown_labels_are_named():
     params = {**BI_INDUCT, "seed_cells": [
-        {"seeds": [2], "labels": ["repetition_enriched", "induction", "anti_induction"]},
-        {"seeds": [3], "labels": ["repetition_enriched"]}]}  # fmt: skip
+        {"seeds": [2], "labels": ["minimally_enriched", "induction", "anti_induction"]},
+        {"seeds": [3], "labels": ["minimally_enriched"]}]}  # fmt: skip
     names = _names(grid_configs(params))
-    assert [n for n in names if n.endswith("_s3")] == ["repetition_enriched_s3"]
+    assert [n for n in names if n.endswith("_s3")] == ["minimally_enriched_s3"]
     with pytest.raises(ValueError, match="induction_typo"):
         grid_configs({**BI_INDUCT, "seed_cells": [{"seeds": [3], "labels": ["induction_typo"]}]})
 

@@ -74,6 +74,9 @@ def test_run_table_rows_hold_the_hand_computed_numbers() -> None:
     assert base["ablation_drop_copy_zero"] == pytest.approx(0.75)
     assert base["ablation_control_copy_zero"] == pytest.approx(0.05)
     assert base["ablation_excess_copy_zero"] == pytest.approx(0.70)
+    # Constant items: every bootstrap draw gives the same excess, so the CI collapses on it.
+    assert base["ablation_excess_copy_zero_ci_low"] == pytest.approx(0.70)
+    assert base["ablation_excess_copy_zero_ci_high"] == pytest.approx(0.70)
     # Excess 0.2 at step 100, 0.8 at 200: 0.5 is crossed half way, at step 150.
     assert base["load_bearing_step"] == pytest.approx(150.0)
     assert math.isnan(arm["load_bearing_step"])  # never reaches 0.5
@@ -138,3 +141,23 @@ def test_drops_near_chance_are_not_read() -> None:
     assert curves["excess"].iloc[1:].tolist() == pytest.approx([0.1, 0.2, 0.3])
     everything = load_bearing_curves(pd.concat([frame, pd.DataFrame(extra)]), min_copy_gain=0.0)
     assert everything["excess"].iloc[0] == pytest.approx(0.9)
+
+
+def test_the_excess_drop_ci_is_a_bootstrap_over_the_copy_probes() -> None:
+    """Top heads break every other probe (drop 0.5), the controls none: excess 0.5, and its CI
+    over the 64 probes is the binomial one, about 0.5 +/- 0.12."""
+    final = _final(1.0, 0.8, copy=1.0, chance=0.1, target=0.0, controls=(1.0,), n=64)
+    final["ablation"]["zero"]["target"]["copy"] = np.tile([0.0, 1.0], 32)
+    runs = pd.DataFrame({"run_name": ["r"], "preset": "p", "variant": "v", "seed": 0})
+    emergence = pd.DataFrame({"run_name": ["r"], "metric": "prefix_matching",
+                              "method": "threshold", "step": [100.0], "censored": False,
+                              "threshold": 0.4, "last_step": 300})  # fmt: skip
+    options = {"n_bootstrap": 2000, "level": 0.95, "seed": 1}
+    row = run_table({"r": final}, runs, _checkpoints("r", "v", [0, 0, 0, 0]), emergence,
+                    options).iloc[0]  # fmt: skip
+    assert row["ablation_excess_copy_zero"] == pytest.approx(0.5)
+    low, high = row["ablation_excess_copy_zero_ci_low"], row["ablation_excess_copy_zero_ci_high"]
+    assert 0.5 - 0.16 < low < 0.5 - 0.08 and 0.5 + 0.08 < high < 0.5 + 0.16
+    narrower = run_table({"r": final}, runs, _checkpoints("r", "v", [0, 0, 0, 0]), emergence,
+                         {**options, "level": 0.5}).iloc[0]  # fmt: skip
+    assert low < narrower["ablation_excess_copy_zero_ci_low"] < 0.5

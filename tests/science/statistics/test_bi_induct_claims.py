@@ -37,7 +37,7 @@ def _runs(**arms) -> pd.DataFrame:
         "loss": [4.00, 4.10, 4.20], "ablation_excess_copy_zero": [0.50, 0.55, 0.60],
     }  # fmt: skip
     rows = []
-    for arm in ("repetition_enriched", "induction", "anti_induction"):
+    for arm in ("minimally_enriched", "induction", "anti_induction"):
         values = {**defaults, **arms.get(arm, {})}
         for i, seed in enumerate(SEEDS):
             rows.append({"variant": arm, "seed": seed, **{k: v[i] for k, v in values.items()}})
@@ -127,15 +127,15 @@ def test_identical_arms_report_no_difference() -> None:
 
 
 def test_unformed_heads_make_the_ablation_claim_not_estimable() -> None:
-    runs = _runs(repetition_enriched={"heads_formed": [True, False, True]},
+    runs = _runs(minimally_enriched={"heads_formed": [True, False, True]},
                  induction={"ablation_excess_copy_zero": [0.0, 0.0, 0.0]})  # fmt: skip
     entry = _claim(decide_claims(runs), "ablation_hurts_base_more")
     assert entry["verdict"] == "undecided" and entry["estimable"] is False
-    assert "repetition_enriched seeds [1]" in entry["reason"]
+    assert "minimally_enriched seeds [1]" in entry["reason"]
 
 
 def test_copy_accuracy_at_chance_for_the_base_leaves_claim_2_undecided() -> None:
-    runs = _runs(repetition_enriched={"copy_gain": [0.2, -0.1, 0.0]})  # mean > 0, CI includes 0
+    runs = _runs(minimally_enriched={"copy_gain": [0.2, -0.1, 0.0]})  # mean > 0, CI includes 0
     entry = _claim(decide_claims(runs), "icl_not_improved")
     assert entry["verdict"] == "undecided" and "not above its chance level" in entry["reason"]
 
@@ -144,7 +144,7 @@ def test_copy_accuracy_at_chance_for_the_base_leaves_claim_2_undecided() -> None
     ("censored_arm", "steps", "expected"),
     [
         # Base censored at its budget, arm earlier: the true d is even lower - kept.
-        ("repetition_enriched", [590.0, 650.0, 710.0], "supported"),
+        ("minimally_enriched", [590.0, 650.0, 710.0], "supported"),
         # Arm censored: its true step is later, so "earlier" could be wrong - withheld.
         ("induction", [590.0, 650.0, 710.0], "undecided"),
     ],
@@ -180,7 +180,7 @@ def test_the_anti_induction_claim_reports_the_base_as_reference() -> None:
 def test_top_heads_that_are_not_load_bearing_in_the_base_make_claim_4_degenerate() -> None:
     """Base excess drops (0.05, 0.02, -0.01): mean 0.02, CI includes 0. Whatever the arm does,
     the base has nothing to lose, so the claim is undecided and says so."""
-    runs = _runs(repetition_enriched={"ablation_excess_copy_zero": [0.05, 0.02, -0.01]},
+    runs = _runs(minimally_enriched={"ablation_excess_copy_zero": [0.05, 0.02, -0.01]},
                  induction={"ablation_excess_copy_zero": [0.04, 0.02, 0.0]})  # fmt: skip
     entry = _claim(decide_claims(runs), "ablation_hurts_base_more")
     assert entry["verdict"] == "undecided" and entry["load_bearing_in_base"] is False

@@ -13,7 +13,7 @@ from ih_kedro.science.statistics.sequential_claims import (
     next_look,
 )
 
-BASE, ARM, ANTI = "repetition_enriched", "induction", "anti_induction"
+BASE, ARM, ANTI = "minimally_enriched", "induction", "anti_induction"
 ADAPTIVE = {"enabled": True, "planned": 5, "batch": 2, "cap": 9}
 # Copy accuracy of the induction arm minus the base's, per seed: at five seeds about
 # -0.12 [-0.21, -0.03] (issue 37's claim 2, undecided against the 0.05 margin); the later seeds

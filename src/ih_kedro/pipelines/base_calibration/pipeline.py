@@ -24,8 +24,9 @@ from .nodes import calibrate_base
 EXPERIMENT = "base_calibration"
 
 
-def evaluation_pipeline() -> Pipeline:
-    """Evaluation and the dose rule, un-namespaced (``experiment_stage`` adds the prefix)."""
+def run_evaluation_nodes() -> Pipeline:
+    """Matched compute, evaluation of every run's final checkpoint and the per-run table
+    (``bi_induct``'s nodes), un-namespaced; ``model_choice`` reuses them."""
     return Pipeline(
         [
             Node(matched_compute, "sweep_manifest", "compute_table", name="matched_compute"),
@@ -35,6 +36,14 @@ def evaluation_pipeline() -> Pipeline:
                  ["checkpoint_metrics", "final_evaluations"], name="evaluate_runs"),
             Node(build_run_table, ["final_evaluations", "compute_table", "checkpoint_metrics",
                  "emergence_table", "params:evaluation"], "runs_table", name="build_run_table"),
+        ]
+    )  # fmt: skip
+
+
+def evaluation_pipeline() -> Pipeline:
+    """Evaluation and the dose rule, un-namespaced (``experiment_stage`` adds the prefix)."""
+    return run_evaluation_nodes() + Pipeline(
+        [
             Node(calibrate_base, ["runs_table", "params:training", "params:calibration"],
                  ["dose_choice", "dose_response", "dose_response_plot"], name="calibrate_base"),
         ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -20,6 +21,7 @@ from ih_kedro.science.evaluation.bi_induct_runs import (
     run_table,
     span_probe_table,
 )
+from ih_kedro.science.statistics.base_calibration import base_label
 from ih_kedro.science.statistics.bi_induct_claims import claims_table, decide_claims
 from ih_kedro.science.statistics.paired_seeds import json_safe
 from ih_kedro.science.statistics.plots import bi_induct as bi_induct_plots
@@ -45,7 +47,7 @@ def build_run_table(
     """One row per (arm, seed): what the claims compare (``bi_induct_runs.run_table``)."""
     table = run_table(final_evaluations, compute_table, checkpoint_metrics, emergence_table,
                       params.get("results", {}))  # fmt: skip
-    base = str(params.get("claims", {}).get("base_arm", "repetition_enriched"))
+    base = str(params.get("claims", {}).get("base_arm", "minimally_enriched"))
     unformed = table[(table["variant"] == base) & ~table["heads_formed"].astype(bool)]
     if len(unformed):
         logger.warning("bi_induct: the base arm %s formed no induction head in seeds %s",
@@ -53,10 +55,34 @@ def build_run_table(
     return table
 
 
+def base_arm_description(params: Mapping[str, Any], training: Mapping[str, Any]) -> dict:
+    """The base arm as the report names it: ``{arm, variant, options, label}``; a
+    ``fixed_rate_copies`` base is "natural, minimally enriched (one copy per N tokens)"."""
+    arm = str(params.get("claims", {}).get("base_arm", "minimally_enriched"))
+    shared = training.get("variant_options") or {}
+    for entry in training.get("data_variants") or []:
+        entry = {"variant": entry, "label": entry} if isinstance(entry, str) else dict(entry)
+        if str(entry.get("label", entry["variant"])) != arm:
+            continue
+        variant = str(entry["variant"])
+        options = {**dict(shared.get(variant) or {}), **dict(entry.get("options") or {})}
+        label = (base_label(float(options["tokens_per_event"]))
+                 if variant == "fixed_rate_copies" and "tokens_per_event" in options
+                 else variant)  # fmt: skip
+        return {"arm": arm, "variant": variant, "options": options, "label": label}
+    raise ValueError(
+        f"bi_induct.evaluation.claims.base_arm: {arm!r} is not a label of "
+        "bi_induct.training.data_variants"
+    )
+
+
 def decide_bi_induct_claims(
-    runs_table: pd.DataFrame, params: dict[str, Any]
+    runs_table: pd.DataFrame, params: dict[str, Any], training: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """The five claims (``claims.json``) and their one-row-per-(claim, arm) table.
+
+    ``training`` (the sweep's parameters) names the base arm in ``claims["base"]``
+    (:func:`base_arm_description`).
 
     With ``adaptive_seeds`` set, the claims it lists (default 2 and 4) are also judged look by
     look (``science.statistics.sequential_claims``): their looks go into each claim's
@@ -65,6 +91,9 @@ def decide_bi_induct_claims(
     makes the sequential verdict the claim's verdict.
     """
     decided = decide_claims(runs_table, params.get("claims"))
+    if training is not None:
+        decided["base"] = base_arm_description(params, training)
+        logger.info("bi_induct: base arm %s", decided["base"]["label"])
     adaptive = params.get("adaptive_seeds")
     if adaptive:
         sequential = bi_induct_sequential(runs_table, params.get("claims"), adaptive,
@@ -94,7 +123,7 @@ def plot_load_bearing(checkpoint_metrics: pd.DataFrame, params: dict[str, Any]) 
     curves = load_bearing_curves(checkpoint_metrics, "copy",
                                  str(results.get("load_bearing_mode", "zero")),
                                  float(results.get("load_bearing_min_copy_gain", 0.1)))  # fmt: skip
-    base = str(params.get("claims", {}).get("base_arm", "repetition_enriched"))
+    base = str(params.get("claims", {}).get("base_arm", "minimally_enriched"))
     return bi_induct_plots.plot_load_bearing(curves, base)
 
 

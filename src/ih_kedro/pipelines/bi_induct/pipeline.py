@@ -63,7 +63,7 @@ def evaluation_pipeline() -> Pipeline:
                  "perplexity_gap_plot", name="plot_perplexity_gap"),
             Node(build_run_table, ["final_evaluations", "compute_table", "checkpoint_metrics",
                  "emergence_table", "params:evaluation"], "runs_table", name="build_run_table"),
-            Node(decide_bi_induct_claims, ["runs_table", "params:evaluation"],
+            Node(decide_bi_induct_claims, ["runs_table", "params:evaluation", "params:training"],
                  ["claims", "claims_table"], name="decide_claims"),
             Node(build_span_probe_table, ["final_evaluations", "sweep_manifest"],
                  "span_probe_table", name="build_span_probe_table"),

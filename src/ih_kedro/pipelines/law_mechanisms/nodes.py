@@ -136,6 +136,31 @@ def mechanism_contrast_table(
     return table
 
 
+def reference_contrast_table(
+    params: dict[str, Any], **emergence_tables: pd.DataFrame
+) -> pd.DataFrame:
+    """``law_mechanisms_reference_contrasts.csv``: every arm against ``params.contrast``'s
+    reference (``today``), then the last arm (``reference_schedule``) against each other
+    non-reference arm (``setup_check``: the published optimizer shape over a fixed step
+    budget, the reference's semantics' nearest neighbour)."""
+    contrast = dict(params.get("contrast") or {})
+    tables = {arm: _rows(table, params) for arm, table in emergence_tables.items()}
+    margin, level = float(contrast.get("margin", 0.2)), float(params.get("level", 0.95))
+    reference = str(contrast.get("reference", "today"))
+    parts = [mechanism_contrasts(tables, reference, margin=margin, level=level)]
+    *others, last = [arm for arm in tables if arm != reference]
+    for other in others:
+        parts.append(mechanism_contrasts({other: tables[other], last: tables[last]}, other,
+                                         margin=margin, level=level))  # fmt: skip
+    table = pd.concat(parts, ignore_index=True)
+    for row in table.itertuples(index=False):
+        logger.info("law_mechanisms %s - %s: delta b = %.3f [%.3f, %.3f] (%s), delta a = %.3f "
+                    "[%.3f, %.3f] (%s)", row.arm, row.reference, row.delta_b,
+                    row.delta_b_ci_low, row.delta_b_ci_high, row.verdict_b, row.delta_a,
+                    row.delta_a_ci_low, row.delta_a_ci_high, row.verdict_a)  # fmt: skip
+    return table
+
+
 def mechanism_exponents_figure(table: pd.DataFrame) -> Figure:
     """Each arm's b (and a) with its CI beside the published values."""
     return plot_mechanism_exponents(table)

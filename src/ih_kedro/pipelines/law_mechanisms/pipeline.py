@@ -30,6 +30,7 @@ from .nodes import (
     mechanism_contrast_table,
     mechanism_exponents_figure,
     mechanism_fits,
+    reference_contrast_table,
     repetition_curves,
     repetition_curves_figure,
     size_term,
@@ -41,8 +42,11 @@ ARMS = ("today", "growing_repetition", "distance_window", "both", "setup_check")
 REFERENCE_ARM = "reference_schedule"
 """The reference's schedule semantics (warm-up and cosine horizon fixed in tokens, so ∝ 1/(B·C)
 steps) over its own grid: over an hour on 2 CPU cores, so not in ``law_mechanisms`` but in
-``law_mechanisms_reference`` (every arm of ``law_mechanisms`` plus this one, the same outputs:
-``law_mechanisms.csv`` gains its row)."""
+``law_mechanisms_reference``, with the two arms it is contrasted with (:data:`REFERENCE_ARMS`)."""
+REFERENCE_ARMS = ("today", "setup_check", REFERENCE_ARM)
+"""``law_mechanisms_reference``'s arms: today's recipe, the published optimizer over a fixed step
+budget, and the reference's token-fixed schedule (their runs are shared with ``law_mechanisms``:
+the sweep skips the runs either pipeline already trained)."""
 SIZE_ARM = "size"
 SIZE_REFERENCE = "today"
 """The arm whose runs at the size arm's cells give the size term its other model size."""
@@ -109,3 +113,33 @@ def create_pipeline(arms: tuple[str, ...] = ARMS, **kwargs) -> Pipeline:  # noqa
     for arm in (*arms, SIZE_ARM):
         trained += arm_pipeline(arm)
     return corpus_stage() + curves_pipeline() + trained + fits_pipeline(tuple(arms))
+
+
+def reference_fits_pipeline() -> Pipeline:
+    """The laws of :data:`REFERENCE_ARMS`, their contrasts (each against ``today``, and the
+    reference arm against ``setup_check``) and the exponents figure, in their own datasets
+    (``law_mechanisms.reference_*``: ``law_mechanisms.csv`` stays ``law_mechanisms``' own)."""
+    tables = {arm: f"{EXPERIMENT}.{arm}.emergence_table" for arm in REFERENCE_ARMS}
+    return Pipeline(
+        [
+            Node(mechanism_fits, {"params": f"params:{EXPERIMENT}.fits", **tables},
+                 f"{EXPERIMENT}.reference_fits", name="reference_fits"),
+            Node(reference_contrast_table, {"params": f"params:{EXPERIMENT}.fits", **tables},
+                 f"{EXPERIMENT}.reference_contrasts", name="reference_contrasts"),
+            Node(mechanism_exponents_figure, f"{EXPERIMENT}.reference_fits",
+                 f"{EXPERIMENT}.reference_exponents_plot", name="plot_reference_exponents"),
+        ],
+        namespace=EXPERIMENT,
+        inputs=set(tables.values()),
+        parameters={f"params:{EXPERIMENT}.fits"},
+        outputs={f"{EXPERIMENT}.reference_fits", f"{EXPERIMENT}.reference_contrasts",
+                 f"{EXPERIMENT}.reference_exponents_plot"},
+    )  # fmt: skip
+
+
+def reference_pipeline() -> Pipeline:
+    """``law_mechanisms_reference``: :data:`REFERENCE_ARMS` trained and fitted."""
+    trained = Pipeline([])
+    for arm in REFERENCE_ARMS:
+        trained += arm_pipeline(arm)
+    return corpus_stage() + trained + reference_fits_pipeline()

@@ -347,6 +347,26 @@ def ablation_drops(result: Mapping[str, Any], mode: str, metric: str, idx=None) 
     return {"drop": drop, "control": control_mean, "excess": drop - control_mean}
 
 
+def ablation_excess_interval(
+    result: Mapping[str, Any],
+    mode: str,
+    metric: str,
+    *,
+    n_bootstrap: int = 1000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """One run's excess drop (top heads minus the mean random control) of ``metric`` under
+    ``mode`` with its percentile bootstrap CI over the metric's probe items, ``(excess, low,
+    high)`` (fractions; NaN CI when too few finite draws)."""
+    n_items = len(result["ablation_base"][metric])
+
+    def excess(idx: np.ndarray | None) -> float:
+        return ablation_drops(result, mode, metric, idx)["excess"]
+
+    return _bootstrap(excess, n_items, int(n_bootstrap), float(level), int(seed))
+
+
 def checkpoint_summary(result: Mapping[str, Any]) -> dict[str, float]:
     """Scalar metrics of one checkpoint (for curves over training)."""
     items = result["items"]

@@ -29,7 +29,11 @@ import pandas as pd
 import torch
 from torch import nn
 
-from ih_kedro.science.evaluation.bi_induct import best_head_samples, checkpoint_summary
+from ih_kedro.science.evaluation.bi_induct import (
+    ablation_excess_interval,
+    best_head_samples,
+    checkpoint_summary,
+)
 from ih_kedro.science.telemetry.emergence import threshold_crossing
 from ih_kedro.science.telemetry.emergence_table import select_emergence_rows
 from ih_kedro.science.telemetry.probes import snippet_probes
@@ -168,12 +172,16 @@ def run_table(
             ``load_bearing_threshold`` (0.5, excess relative drop of copy accuracy),
             ``load_bearing_mode`` (``zero``), ``load_bearing_min_copy_gain`` (0.1: checkpoints
             whose copy accuracy is closer to chance are not read), ``emergence_metric`` / ``emergence_method`` /
-            ``emergence_threshold``.
+            ``emergence_threshold``; ``n_bootstrap`` (1000), ``level`` (0.95) and ``seed`` (0)
+            of each run's excess-drop CI (``ablation_excess_<metric>_<mode>_ci_low/high``,
+            bootstrap over the metric's probe items).
     """
     formed_at = float(options.get("heads_formed_threshold", 0.4))
     bearing_at = float(options.get("load_bearing_threshold", 0.5))
     mode = str(options.get("load_bearing_mode", "zero"))
     emergence = _emergence(emergence_table, options)
+    bootstrap = {"n_bootstrap": int(options.get("n_bootstrap", 1000)),
+                 "level": float(options.get("level", 0.95)), "seed": int(options.get("seed", 0))}
     curves = load_bearing_curves(checkpoint_metrics, "copy", mode,
                                  float(options.get("load_bearing_min_copy_gain", 0.1)))  # fmt: skip
     rows = []
@@ -202,6 +210,11 @@ def run_table(
             row[key] = summary.get(key, math.nan)
         row["copy_gain"] = row["copy_accuracy"] - row["copy_chance"]
         row.update({k: v for k, v in summary.items() if k.startswith("ablation_")})
+        for mode in final.get("ablation", {}):
+            for metric in final.get("ablation_base", {}):
+                _, low, high = ablation_excess_interval(final, mode, metric, **bootstrap)
+                row[f"ablation_excess_{metric}_{mode}_ci_low"] = low
+                row[f"ablation_excess_{metric}_{mode}_ci_high"] = high
         rows.append(row)
     table = pd.DataFrame(rows)
     ablation = sorted(c for c in table.columns if c.startswith("ablation_"))

@@ -185,7 +185,8 @@ def outcomes_from_runs(
     ``doses`` maps each run's ``variant`` label to its ``fixed_rate_copies`` options
     (``tokens_per_event``, ``span_min``, ``span_max``); ``copy_share`` is the expected share of
     copied tokens, mean span / ``tokens_per_event``; the budget is the run's ``final_step``; the
-    excess drop is ``ablation_excess_copy_<mode>``. Raises naming a label without a dose."""
+    excess drop is ``ablation_excess_copy_<mode>`` (with ``excess_drop_ci_low``, the run's
+    bootstrap CI, where the table has it). Raises naming a label without a dose."""
     unknown = sorted(set(runs["variant"]) - set(doses))
     if unknown:
         raise ValueError(
@@ -196,7 +197,7 @@ def outcomes_from_runs(
     span = runs["variant"].map(
         lambda v: (float(options[v].get("span_min", 4)) + float(options[v].get("span_max", 8))) / 2
     )
-    return pd.DataFrame({
+    out = pd.DataFrame({
         "tokens_per_event": dose, "seed": runs["seed"].astype(int),
         "emergence_step": pd.to_numeric(runs["emergence_step"], errors="coerce").where(
             ~runs["emergence_censored"].fillna(True).astype(bool)),
@@ -205,6 +206,10 @@ def outcomes_from_runs(
         "excess_drop": pd.to_numeric(runs[f"ablation_excess_copy_{mode}"], errors="coerce"),
         "copy_share": span / dose, "label": runs["variant"],
     })  # fmt: skip
+    low = f"ablation_excess_copy_{mode}_ci_low"
+    if low in runs:  # each seed's bootstrap CI over its copy probes
+        out["excess_drop_ci_low"] = pd.to_numeric(runs[low], errors="coerce").to_numpy()
+    return out
 
 
 def dose_options(choice: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:

@@ -53,7 +53,7 @@ from ih_kedro.science.statistics.paired_seeds import (
 )
 
 DEFAULT_RULES: dict[str, Any] = {
-    "base_arm": "repetition_enriched",
+    "base_arm": "minimally_enriched",
     "primary_arm": "induction",
     "anti_arm": "anti_induction",
     "level": 0.95,

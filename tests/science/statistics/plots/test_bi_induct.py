@@ -187,18 +187,18 @@ def test_plot_perplexity_gap_against_the_baseline() -> None:
 
 def test_load_bearing_plots_the_seed_mean_with_the_seed_range() -> None:
     rows = []
-    for arm, offset in (("repetition_enriched", 0.0), ("induction", 0.2)):
+    for arm, offset in (("minimally_enriched", 0.0), ("induction", 0.2)):
         for seed, shift in ((0, -0.1), (1, 0.1)):
             for step in (0, 100):
                 rows.append({"variant": arm, "seed": seed, "step": step,
                              "excess": offset + shift + step / 1000, "drop": 0.5 + shift,
                              "control": 0.1})  # fmt: skip
-    fig = plot_load_bearing(pd.DataFrame(rows), base_arm="repetition_enriched")
+    fig = plot_load_bearing(pd.DataFrame(rows), base_arm="minimally_enriched")
     left, right = fig.axes
     lines = _lines(left)
     # The base arm first and black; the mean of the two seeds (shifts -0.1 and +0.1 cancel).
-    assert list(lines) == ["repetition_enriched (2 seeds)", "induction (2 seeds)"]
-    assert lines["repetition_enriched (2 seeds)"][1] == pytest.approx([0.0, 0.1])
+    assert list(lines) == ["minimally_enriched (2 seeds)", "induction (2 seeds)"]
+    assert lines["minimally_enriched (2 seeds)"][1] == pytest.approx([0.0, 0.1])
     assert lines["induction (2 seeds)"][1] == pytest.approx([0.2, 0.3])
     assert left.get_lines()[0].get_color() == "black"
     # The band spans the seeds: min 0.2 - 0.1, max 0.2 + 0.1 at step 0 for the induction arm.
