@@ -84,6 +84,41 @@ def test_main_runs_kedro_with_the_seeds(tmp_path: Path, monkeypatch):
     )
 
 
+def test_markov_full_vocab_loops_its_own_pipeline_and_report(tmp_path: Path, monkeypatch):
+    """``--pipeline=markov_full_vocab``: its runs, its overrides (its parameters' namespace) and
+    its verdicts.json, not markov's."""
+    report = tmp_path / "data/08_reporting/markov_full_vocab/verdicts.json"
+    assert tmp_path / adaptive_seeds.REPORTS["markov_full_vocab"] == report
+    report.parent.mkdir(parents=True)
+    (tmp_path / "data/08_reporting/markov").mkdir()
+    (tmp_path / "data/08_reporting/markov/verdicts.json").write_text(json.dumps(_report([9])))
+    commands = []
+
+    def fake_run(command, cwd, check):
+        commands.append(command)
+        look = {
+            "seeds": [0, 1, 2, 3, 4],
+            "seed_cells": [{"seeds": [3, 4], "labels": ["LD_zipf.high"]}],
+        }
+        report.write_text(
+            json.dumps({"sequential": {"next_look": look if len(commands) == 1 else None}})
+        )
+
+    monkeypatch.setattr(adaptive_seeds.subprocess, "run", fake_run)
+    rounds = adaptive_seeds.main(["--pipeline=markov_full_vocab", f"--project={tmp_path}"])
+    assert [r["seeds"] for r in rounds] == [None, [0, 1, 2, 3, 4]]
+    assert commands[0][-1] == "--pipeline=markov_full_vocab"
+    assert commands[1][-2:] == [
+        "--pipeline=markov_full_vocab",
+        "--params=markov_full_vocab.training.seeds=[0,1,2,3,4],"
+        "markov_full_vocab.training.seed_cells=[{seeds: [3, 4], labels: [LD_zipf.high]}]",
+    ]
+    assert look_command("markov_full_vocab", {"seeds": [0, 1, 2, 3]}) == (
+        "kedro run --pipeline=markov_full_vocab "
+        "--params='markov_full_vocab.training.seeds=[0,1,2,3]'"
+    )
+
+
 @pytest.mark.slow  # two micro markov runs: about 5 min on 2 shared cores
 def test_markov_loop_on_the_micro_project(tmp_path: Path, monkeypatch):
     """Looks at 2 and 3 seeds: round 1 trains the micro grid's two seeds and looks; the open

@@ -317,6 +317,8 @@ RUN_ON_MICRO_PROJECT = {
     "kedro run --pipeline=law_fit": "tests/pipelines/test_law_fit.py::micro_run",
     "kedro run --pipeline=pareto": "tests/pipelines/test_pareto.py",
     "kedro run --pipeline=markov": "tests/pipelines/test_markov.py",
+    "kedro run --pipeline=markov_full_vocab":  # slow only: markov's micro run is in CI
+        "tests/pipelines/test_markov_full_vocab.py::test_markov_full_vocab_kedro_run_writes_beside_markov",
     "kedro run --pipeline=law_mechanisms": "tests/pipelines/test_law_mechanisms.py",
     "kedro run --pipeline=bi_induct": "tests/pipelines/test_bi_induct.py",
     "kedro run --pipeline=base_calibration": "tests/pipelines/test_base_calibration.py",
@@ -346,11 +348,11 @@ NOT_RUN_IN_CI = {
     'kedro run --pipeline=law_fit --params="law_fit.training.seeds=[0,1,2]"': _FULL,
     "kedro run --pipeline=bi_induct --params=\"bi_induct.training.seeds=[0,1,2,3,4]\"": _FULL,
     'kedro run --pipeline=pareto --params="pareto.training.seeds=[0,1]"': _FULL,
-    'kedro run --pipeline=markov --params="markov.vocabulary.compact=false"': _FULL,
     "kedro run --pipeline=bi_induct --env paper": _PAPER,
     "kedro run --env paper --pipeline=bi_induct": _PAPER,
     "kedro run --pipeline=markov --env paper": _PAPER,
     "kedro run --env paper --pipeline=markov": _PAPER,
+    "kedro run --env paper --pipeline=markov_full_vocab": _PAPER,
     "kedro run --env paper --pipeline=pareto": _PAPER,
     "kedro run --env paper": _PAPER,
     "kedro run --pipeline=bi_induct --env paper --params=\"bi_induct.lm_eval.limit=100\"": _PAPER,
@@ -480,8 +482,8 @@ def test_every_documented_kedro_run_starts(tmp_path):
     applied = {c: r["applied"] for c, r in results.items() if r["ok"]}
     seeds = applied['kedro run --pipeline=law_fit --params="law_fit.training.seeds=[0,1,2]"']
     assert seeds == {"law_fit.training.seeds": [[0, 1, 2], [0, 1, 2]]}
-    compact = applied['kedro run --pipeline=markov --params="markov.vocabulary.compact=false"']
-    assert compact == {"markov.vocabulary.compact": [False, False]}
+    # The full-vocabulary markov is its own pipeline now, with no override to apply.
+    assert applied["kedro run --pipeline=markov_full_vocab"] == {}
 
 
 @pytest.mark.slow

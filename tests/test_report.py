@@ -227,3 +227,90 @@ def test_collect_bi_induct_labels_a_degenerate_comparison(tmp_path: Path) -> Non
         ("4. Δ excess ablation drop (base − induction)", 0.06),
         ("4. the base's top-head excess drop", 0.07),
     ]
+
+
+def _markov_verdicts(verdicts: dict[str, str], agree: bool = True) -> dict:
+    """A verdicts.json as markov's judge node writes it (claims under ``claims``)."""
+    claims = {
+        name: {
+            "verdict": verdict,
+            "reason": "...",
+            "by_threshold": {
+                "0.3": verdict,
+                "0.4": verdict,
+                "0.5": verdict if agree else "undecided",
+            },
+            "agrees_across_thresholds": agree,
+            "sequential": {"status": "continue", "looks": [{"n": 3}, {"n": 5}]},
+        }
+        for name, verdict in verdicts.items()
+    }
+    return {"sequential": {"next_look": None}, "claims": claims, "paired_rule": "...",
+            "budget_steps": 3000}  # fmt: skip
+
+
+def _write_verdicts(reporting: Path, pipeline: str, verdicts: dict) -> None:
+    folder = reporting / pipeline
+    folder.mkdir(parents=True)
+    (folder / "verdicts.json").write_text(json.dumps(verdicts))
+
+
+COMPACT = {
+    "ld_necessary": "undecided",
+    "ld_sufficient_at_high_repetition": "undecided",
+    "cat_and_zipf_needed_near_frontier": "contradicted",
+}
+
+
+def test_collect_markov_without_the_full_vocabulary_run(tmp_path: Path) -> None:
+    _write_verdicts(tmp_path, "markov", _markov_verdicts(COMPACT, agree=False))
+    body = report.COLLECTORS["markov"](tmp_path)
+    assert body["verdicts"] == [
+        {
+            "claim": report.MARKOV_CLAIMS[claim],
+            "verdict": verdict,
+            "full_vocab_verdict": "not run",
+            "vocabularies_agree": None,
+            "detail": f"by threshold: 0.3 {verdict}, 0.4 {verdict}, 0.5 undecided; "
+            "looks at [3, 5] seeds, continue",
+        }
+        for claim, verdict in COMPACT.items()
+    ]
+    # Rendered: the full vocabulary column says so; the README cell shows the compact verdicts.
+    summary = {**json.loads((ROOT / "docs/results/markov.json").read_text()), **body}
+    section = report.render_section(summary)
+    assert "| claim | verdict (compact vocabulary) | full vocabulary | agree | why |" in section
+    assert "| LD necessary | **undecided** | **not run** | — | by threshold: " in section
+    assert report._verdict_cell(summary) == (
+        "LD necessary: **undecided**; LD sufficient at high repetition: **undecided**; "
+        "CAT and Zipf needed near the frontier: **contradicted**"
+    )
+
+
+def test_collect_markov_sets_the_full_vocabulary_verdicts_beside(tmp_path: Path) -> None:
+    _write_verdicts(tmp_path, "markov", _markov_verdicts(COMPACT))
+    full = {"ld_necessary": "supported", "ld_sufficient_at_high_repetition": "undecided"}
+    _write_verdicts(tmp_path, "markov_full_vocab", _markov_verdicts(full))
+    body = report.COLLECTORS["markov"](tmp_path)
+    assert [
+        (v["claim"], v["verdict"], v["full_vocab_verdict"], v["vocabularies_agree"], v["detail"])
+        for v in body["verdicts"]
+    ] == [
+        ("LD necessary", "undecided", "supported", False, "looks at [3, 5] seeds, continue"),
+        ("LD sufficient at high repetition", "undecided", "undecided", True,
+         "looks at [3, 5] seeds, continue"),
+        ("CAT and Zipf needed near the frontier", "contradicted", "not judged", None,
+         "looks at [3, 5] seeds, continue"),
+    ]  # fmt: skip
+    parameters = report.base_parameters(ROOT / "conf" / "base")
+    summary = report.collect("markov", tmp_path, parameters)
+    section = report.render_section(summary)
+    assert "| LD necessary | **undecided** | **supported** | no | looks at [3, 5] seeds" in section
+    assert "| LD sufficient at high repetition | **undecided** | **undecided** | yes |" in section
+    assert "| **contradicted** | **not judged** | — |" in section
+    assert "LD necessary: **undecided** (full vocabulary: **supported**)" in (
+        report.render_readme_table([summary])
+    )
+    # The committed summary (no full-vocabulary fields) keeps its three-column table.
+    committed = json.loads((ROOT / "docs/results/markov.json").read_text())
+    assert "| claim | verdict | why |" in report.render_section(committed)

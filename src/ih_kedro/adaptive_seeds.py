@@ -2,7 +2,8 @@
 
 A Kedro pipeline is a graph without loops, so the loop of ``adaptive_seeds`` (train the planned
 seeds, judge, train more seeds where a verdict is undecided, judge again) runs here, outside it:
-``bi_induct``'s claims node and ``markov``'s judge node write ``sequential.next_look`` (the seeds
+``bi_induct``'s claims node and ``markov``'s judge node (also in ``markov_full_vocab``, the same
+pipeline over the tokenizer's full vocabulary) write ``sequential.next_look`` (the seeds
 the undecided claims' next look needs, or None) into ``claims.json`` / ``verdicts.json``
 (:mod:`ih_kedro.science.statistics.sequential_claims`). :func:`run_until_settled` runs
 
@@ -17,7 +18,8 @@ stages after the sweep re-read every run.
 
     python -m ih_kedro.adaptive_seeds --pipeline=bi_induct
     python -m ih_kedro.adaptive_seeds --pipeline=markov --max-rounds=3
-    python -m ih_kedro.adaptive_seeds --pipeline=markov -- --params=markov.vocabulary.compact=false
+    python -m ih_kedro.adaptive_seeds --pipeline=markov_full_vocab
+    python -m ih_kedro.adaptive_seeds --pipeline=markov -- --params=markov.training.max_steps=4000
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ logger = logging.getLogger(__name__)
 REPORTS = {
     "bi_induct": "data/08_reporting/bi_induct/claims.json",
     "markov": "data/08_reporting/markov/verdicts.json",
+    "markov_full_vocab": "data/08_reporting/markov_full_vocab/verdicts.json",
 }
-"""Experiment -> the report (``conf/base`` catalog path) whose ``sequential`` block leads."""
+"""Experiment (the pipeline, and its parameters' namespace) -> the report (``conf/base`` catalog
+path) whose ``sequential`` block leads."""
 
 
 def seeds_override(experiment: str, seeds: Sequence[int]) -> str:
@@ -117,7 +121,7 @@ def run_until_settled(
 
 
 def _kedro_run(project: Path, experiment: str, extra: Sequence[str]):
-    # `kedro run` takes one --params: the caller's (e.g. the full vocabulary) join the look's.
+    # `kedro run` takes one --params: the caller's (e.g. a longer budget) join the look's.
     given = [a.removeprefix("--params=") for a in extra if a.startswith("--params=")]
     others = [a for a in extra if not a.startswith("--params=")]
 

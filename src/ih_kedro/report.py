@@ -77,6 +77,9 @@ EXPERIMENTS: dict[str, dict[str, Any]] = {
         "title": "Exp. 3: which data properties make heads form (Markov processes)",
         "command": "kedro run --pipeline=markov",
         "doc": "docs/markov.md",
+        # The same experiment over the tokenizer's full vocabulary (`kedro run
+        # --pipeline=markov_full_vocab`): its verdicts are set beside the compact ones.
+        "compared_with": "markov_full_vocab",
         "design": [
             "markov.training.seeds",
             "markov.training.max_steps",
@@ -238,13 +241,53 @@ def _pareto(reporting: Path) -> dict[str, Any]:
     }
 
 
+NOT_RUN = "not run"
+MARKOV_CLAIMS = {
+    "ld_necessary": "LD necessary",
+    "ld_sufficient_at_high_repetition": "LD sufficient at high repetition",
+    "cat_and_zipf_needed_near_frontier": "CAT and Zipf needed near the frontier",
+}
+
+
+def _markov_claims(path: Path) -> dict[str, Mapping[str, Any]]:
+    """``verdicts.json``'s claims (``{claim: {verdict, by_threshold, sequential, ...}}``)."""
+    claims = json.loads(path.read_text()).get("claims") or {}
+    return {name: v for name, v in claims.items() if isinstance(v, Mapping) and "verdict" in v}
+
+
+def _markov_detail(claim: Mapping[str, Any]) -> str:
+    """Where a verdict is fragile: its verdicts at other thresholds, its looks over seeds."""
+    parts = []
+    by_threshold = claim.get("by_threshold") or {}
+    if claim.get("agrees_across_thresholds") is False:
+        parts.append("by threshold: " + ", ".join(f"{t} {v}" for t, v in by_threshold.items()))
+    looks = (claim.get("sequential") or {}).get("looks") or []
+    if looks:
+        seeds = [look.get("n") for look in looks]
+        parts.append(f"looks at {seeds} seeds, {claim['sequential'].get('status')}")
+    return "; ".join(parts)
+
+
 def _markov(reporting: Path) -> dict[str, Any]:
-    verdicts = json.loads((reporting / "markov" / "verdicts.json").read_text())
-    rows = [
-        {"claim": claim.replace("_", " "), "verdict": str(v.get("verdict")), "detail": ""}
-        for claim, v in verdicts.items()
-        if isinstance(v, Mapping) and "verdict" in v
-    ]
+    """The compact-vocabulary verdicts (``markov``), each with the full-vocabulary verdict of
+    ``markov_full_vocab`` (``EXPERIMENTS["markov"]["compared_with"]``; ``not run`` without its
+    report, ``not judged`` for a claim it lacks) and whether the two agree."""
+    claims = _markov_claims(reporting / "markov" / "verdicts.json")
+    full_path = reporting / EXPERIMENTS["markov"]["compared_with"] / "verdicts.json"
+    full = _markov_claims(full_path) if full_path.exists() else None
+    rows = []
+    for name, claim in claims.items():
+        verdict = str(claim["verdict"])
+        if full is None:
+            full_verdict, agree = NOT_RUN, None
+        elif name in full:
+            full_verdict = str(full[name]["verdict"])
+            agree = full_verdict == verdict
+        else:
+            full_verdict, agree = "not judged", None
+        rows.append({"claim": MARKOV_CLAIMS.get(name, name.replace("_", " ")), "verdict": verdict,
+                     "full_vocab_verdict": full_verdict, "vocabularies_agree": agree,
+                     "detail": _markov_detail(claim)[:300]})  # fmt: skip
     return {"numbers": [], "verdicts": rows, "runs": {}}
 
 
@@ -452,7 +495,13 @@ def _headline(summary: Mapping[str, Any]) -> str:
 
 def _verdict_cell(summary: Mapping[str, Any]) -> str:
     rows = [v for v in summary["verdicts"] if v.get("headline", True)]
-    return "; ".join(f"{v['claim']}: **{v['verdict']}**" for v in rows) or "—"
+    return "; ".join(f"{v['claim']}: **{v['verdict']}**{_full_vocab(v)}" for v in rows) or "—"
+
+
+def _full_vocab(verdict: Mapping[str, Any]) -> str:
+    """markov's full-vocabulary verdict beside the compact one (nothing when it was not run)."""
+    full = verdict.get("full_vocab_verdict")
+    return "" if full in (None, NOT_RUN) else f" (full vocabulary: **{full}**)"
 
 
 def render_readme_table(summaries: Sequence[Mapping[str, Any]]) -> str:
@@ -502,7 +551,18 @@ def render_section(summary: Mapping[str, Any]) -> str:
     if summary["numbers"]:
         lines += ["", "| quantity | estimate [CI] | level |", "|---|---|---|"]
         lines += [f"| {n['name']} | {fmt_number(n)} | {_level(n)} |" for n in summary["numbers"]]
-    if summary["verdicts"]:
+    if any("full_vocab_verdict" in v for v in summary["verdicts"]):
+        lines += [
+            "",
+            "| claim | verdict (compact vocabulary) | full vocabulary | agree | why |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {v['claim']} | **{v['verdict']}** | **{v.get('full_vocab_verdict')}** | "
+            f"{_agree(v.get('vocabularies_agree'))} | {v.get('detail') or ''} |"
+            for v in summary["verdicts"]
+        ]
+    elif summary["verdicts"]:
         lines += ["", "| claim | verdict | why |", "|---|---|---|"]
         lines += [
             f"| {v['claim']} | **{v['verdict']}** | {v.get('detail') or ''} |"
@@ -511,6 +571,11 @@ def render_section(summary: Mapping[str, Any]) -> str:
     for note in summary.get("notes", []):
         lines += ["", note]
     return "\n".join(lines)
+
+
+def _agree(value: bool | None) -> str:
+    """Whether two verdicts agree: yes, no, or a dash when one of them is missing."""
+    return "—" if value is None else "yes" if value else "no"
 
 
 def replace_between(text: str, start: str, end: str, body: str, where: str) -> str:

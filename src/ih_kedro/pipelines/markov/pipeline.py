@@ -9,9 +9,16 @@ the process files and the resolved repetition levels, read by the training sweep
 edge) -> the stage pipelines ``training`` and ``telemetry`` reused in the ``markov`` namespace ->
 ``build_conditions`` (``markov.conditions_table``, ``markov.runs_table``) -> ``judge``
 (``markov.verdicts``), figures and MLflow.
+
+:func:`markov_pipeline` builds the same graph in another namespace: ``markov_full_vocab``
+(its own package) is the experiment over the tokenizer's full vocabulary, with its parameters
+(``params:markov_full_vocab.*``) and its outputs (``.../markov_full_vocab/``) beside markov's.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial, update_wrapper
 
 from kedro.pipeline import Node, Pipeline
 
@@ -36,7 +43,15 @@ from .report_nodes import (
 EXPERIMENT = "markov"
 
 
-def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
+def _bound(func: Callable, **keywords: str) -> Callable:
+    """``func`` with ``keywords`` bound, keeping its name and type hints (Kedro reads both)."""
+    return update_wrapper(partial(func, **keywords), func)
+
+
+def markov_pipeline(namespace: str = EXPERIMENT) -> Pipeline:
+    """The markov experiment in ``namespace``: datasets ``<namespace>.<name>``, parameters
+    ``params:<namespace>.<block>``, node namespaces ``<namespace>`` / ``<namespace>.training``
+    / ``<namespace>.telemetry``; the verdicts' next-look command and the MLflow tags name it."""
     design = Pipeline(
         [
             Node(design_processes,
@@ -56,7 +71,7 @@ def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
                  "variant_data", name="plan_variant_data"),
             Node(processes_figure, "processes", "processes_plot", name="plot_processes"),
         ],
-        namespace=EXPERIMENT,
+        namespace=namespace,
     )  # fmt: skip
     report = Pipeline(
         [
@@ -64,24 +79,29 @@ def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
                  ["emergence_table", "score_samples", "process_table", "processes",
                   "variant_data", "params:training", "params:telemetry", "params:conditions"],
                  ["conditions_table", "runs_table"], name="build_conditions"),
-            Node(judge, ["runs_table", "frontier_level", "params:conditions", "params:training"],
+            Node(_bound(judge, experiment=namespace),
+                 ["runs_table", "frontier_level", "params:conditions", "params:training"],
                  "verdicts", name="judge"),
             Node(conditions_figure, "conditions_table", "conditions_plot",
                  name="plot_conditions"),
             Node(comparisons_figure, "verdicts", "comparisons_plot",
                  name="plot_paired_comparisons"),
-            Node(log_markov_to_mlflow, ["verdicts", "conditions_table"], None,
-                 name="log_markov_to_mlflow"),
+            Node(_bound(log_markov_to_mlflow, experiment=namespace),
+                 ["verdicts", "conditions_table"], None, name="log_markov_to_mlflow"),
         ],
-        namespace=EXPERIMENT,
+        namespace=namespace,
     )  # fmt: skip
     return (
         corpus_stage()
-        + model_vocabulary_stage(EXPERIMENT)
+        + model_vocabulary_stage(namespace)
         + design
         + experiment_stage(
-            training.create_pipeline(variant_data=True), EXPERIMENT, "training", SHARED_TOKENIZER
+            training.create_pipeline(variant_data=True), namespace, "training", SHARED_TOKENIZER
         )
-        + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry", SHARED_TOKENIZER)
+        + experiment_stage(telemetry.create_pipeline(), namespace, "telemetry", SHARED_TOKENIZER)
         + report
     )
+
+
+def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
+    return markov_pipeline(EXPERIMENT)

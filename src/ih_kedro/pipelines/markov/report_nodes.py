@@ -148,10 +148,12 @@ def _sequential(
     verdicts: dict[str, Any],
     conditions: dict[str, Any],
     training: Mapping[str, Any] | None,
+    experiment: str = "markov",
 ) -> dict[str, Any] | None:
     """``conditions.adaptive_seeds``: every claim look by look (``sequential_claims``), its looks
     under the claim's ``sequential``; ``enabled`` makes the sequential verdict the claim's. The
-    plan and the next look (cells, seeds, the command that trains them), or None."""
+    plan and the next look (cells, seeds, the command that trains them: ``kedro run
+    --pipeline=<experiment>``), or None."""
     adaptive = conditions.get("adaptive_seeds")
     if not adaptive:
         return None
@@ -165,9 +167,9 @@ def _sequential(
         adopt_sequential(verdict, sequential["claims"][name], bool(adaptive.get("enabled")))
     following = sequential["next_look"]
     if following:
-        following["command"] = look_command("markov", following)
-        logger.info("markov: undecided claims need seeds %s on %s (%s)", following["add_seeds"],
-                    following["cells"], following["command"])  # fmt: skip
+        following["command"] = look_command(experiment, following)
+        logger.info("%s: undecided claims need seeds %s on %s (%s)", experiment,
+                    following["add_seeds"], following["cells"], following["command"])  # fmt: skip
     return {"plan": sequential["plan"], "next_look": following,
             "replaces_fixed_seed_verdicts": bool(adaptive.get("enabled"))}  # fmt: skip
 
@@ -177,14 +179,16 @@ def judge(
     frontier_level: dict[str, Any],
     conditions: dict[str, Any],
     training: dict[str, Any] | None = None,
+    experiment: str = "markov",
 ) -> dict[str, Any]:
     """``verdicts.json``: per claim the rule, the verdict at the decision threshold with the
     paired comparisons by seed, the verdict at every threshold and whether they agree, plus the
     budget, seeds and the near-frontier level behind them; with ``conditions.adaptive_seeds``
-    the looks (``training``'s cell labels name where the next seeds train)."""
+    the looks (``training``'s cell labels name where the next seeds train; the command runs the
+    pipeline ``experiment``, markov or markov_full_vocab)."""
     verdicts = judge_claims(runs_table, **_judge_kwargs(conditions))
-    sequential = _sequential(runs_table, verdicts, conditions, training)
-    logger.info("markov verdicts: %s", verdict_summary(verdicts))
+    sequential = _sequential(runs_table, verdicts, conditions, training, experiment)
+    logger.info("%s verdicts: %s", experiment, verdict_summary(verdicts))
     seeds = runs_table.groupby(["process", "level"])["seed"].nunique()
     return {
         **({"sequential": sequential} if sequential else {}),
@@ -208,25 +212,34 @@ def comparisons_figure(verdicts: dict[str, Any]) -> Figure:
     return plot_paired_comparisons(verdicts["claims"])
 
 
-def log_markov_to_mlflow(verdicts: dict[str, Any], conditions_table: pd.DataFrame) -> None:
-    """Verdicts as MLflow tags, per-condition formed share and S* as metrics."""
+def log_markov_to_mlflow(
+    verdicts: dict[str, Any], conditions_table: pd.DataFrame, experiment: str = "markov"
+) -> None:
+    """Verdicts as MLflow tags, per-condition formed share and S* as metrics, each named
+    ``<experiment>.<...>`` (markov and markov_full_vocab stay apart, also when searched across
+    runs); without an active run, in a run named ``experiment``."""
     import mlflow
 
     started = mlflow.active_run() is None
     if started:
-        mlflow.start_run(run_name="markov")
+        mlflow.start_run(run_name=experiment)
     try:
-        mlflow.set_tags({f"markov.{name}": v["verdict"] for name, v in verdicts["claims"].items()})
-        mlflow.set_tags({f"markov.{name}.agrees_across_thresholds": str(v["agrees_across_thresholds"])
-                         for name, v in verdicts["claims"].items()})  # fmt: skip
+        claims = verdicts["claims"]
+        mlflow.set_tags({f"{experiment}.{name}": v["verdict"] for name, v in claims.items()})
+        mlflow.set_tags(
+            {
+                f"{experiment}.{name}.agrees_across_thresholds": str(v["agrees_across_thresholds"])
+                for name, v in claims.items()
+            }
+        )
         metrics = {}
         for row in conditions_table.itertuples(index=False):
-            key = str(row.condition).replace("@", ".")
-            metrics[f"markov.{key}.formed_share"] = float(row.formed_share)
+            key = f"{experiment}.{str(row.condition).replace('@', '.')}"
+            metrics[f"{key}.formed_share"] = float(row.formed_share)
             if not math.isnan(row.formation_score):
-                metrics[f"markov.{key}.formation_score"] = float(row.formation_score)
+                metrics[f"{key}.formation_score"] = float(row.formation_score)
             if not math.isnan(row.s_star):
-                metrics[f"markov.{key}.s_star"] = float(row.s_star)
+                metrics[f"{key}.s_star"] = float(row.s_star)
         mlflow.log_metrics(metrics)
     finally:
         if started:
