@@ -322,6 +322,7 @@ RUN_ON_MICRO_PROJECT = {
     "kedro run --pipeline=law_mechanisms": "tests/pipelines/test_law_mechanisms.py",
     "kedro run --pipeline=bi_induct": "tests/pipelines/test_bi_induct.py",
     "kedro run --pipeline=base_calibration": "tests/pipelines/test_base_calibration.py",
+    "kedro run --pipeline=model_choice": "tests/pipelines/test_model_choice.py",
     "kedro registry list": "test_registry_list_command",
     "kedro package": "tests/test_packaging.py::test_kedro_package_runs_law_fit_from_the_installed_wheel",
     "pip install dist/ih_kedro-0.1.0-py3-none-any.whl":

@@ -9,7 +9,8 @@ verdicts at several thresholds and on a threshold-free formation score. The Mark
 study's claims from the runs, conditions paired by seed (``paired_seeds``: the paired t interval
 and the rule that asks every seed to agree), at several thresholds; ``sequential_seeds`` adds
 seeds to undecided verdicts look by look under a stated correction, and ``base_calibration``
-picks the least repetition enrichment that still forms heads. ``plots`` draws every figure
+picks the least repetition enrichment that still forms heads, ``model_choice`` the cheapest
+model whose top heads carry the base's copying. ``plots`` draws every figure
 the pipelines publish.
 
 - ``law_design``: ``build_design``, ``validate_table``, ``censored_mask``, ``Design``
@@ -41,6 +42,7 @@ the pipelines publish.
   ``attach_bi_induct_looks``, ``adopt_sequential``, ``ADAPTIVE_DEFAULTS``
 - ``base_calibration``: ``choose_dose``, ``dose_response_table``, ``dose_options``,
   ``base_label``, ``DOSE_RULE``
+- ``model_choice``: ``choose_model``, ``model_table``, ``outcomes_from_runs``, ``MODEL_RULE``
 - ``coverage``: ``run_harness``, ``default_checks``, ``law_checks``, ``LawDesign``,
   ``CoverageResult``
 - ``markov_calibration``: ``frontier_level``, ``calibration_outcomes``, ``calibration_levels``,
@@ -51,6 +53,7 @@ the pipelines publish.
   ``plot_threshold_robustness``
 - ``plots.markov``: ``plot_processes``, ``plot_conditions``, ``plot_paired_comparisons``
 - ``plots.base_calibration``: ``plot_dose_response``
+- ``plots.model_choice``: ``plot_model_choice``
 - ``plots.telemetry``: ``plot_prefix_matching_over_training``, ``plot_head_heatmaps``
 - ``plots.bi_induct``: ``plot_signatures``, ``plot_ablation_over_training``,
   ``plot_perplexity_gap``, ``plot_load_bearing``
