@@ -198,8 +198,8 @@ def test_the_committed_law_is_the_refit_of_the_committed_runs() -> None:
 def test_a_results_csv_is_rendered_into_its_doc(copied_docs: Path) -> None:
     table = copied_docs / "docs" / "results" / "base_calibration.csv"
     text = table.read_text()
-    assert "\n16,0.375,3,893.0," in text
-    table.write_text(text.replace("\n16,0.375,3,893.0,", "\n16,0.375,2,893.0,"))
+    assert "\n16,0.375,3,893.1," in text
+    table.write_text(text.replace("\n16,0.375,3,893.1,", "\n16,0.375,2,893.1,"))
     doc = copied_docs / "docs" / "bi_induct.md"
     assert report.stale_documents(copied_docs) == [doc]
     assert "| 16 | 0.38 | 2 | 893 |" in report.rendered_documents(copied_docs)[doc]
@@ -226,6 +226,26 @@ def test_collect_bi_induct_labels_a_degenerate_comparison(tmp_path: Path) -> Non
     assert [(n["name"], n["estimate"]) for n in body["numbers"]] == [
         ("4. Δ excess ablation drop (base − induction)", 0.06),
         ("4. the base's top-head excess drop", 0.07),
+    ]
+    assert "notes" not in body  # no base description: the committed notes stay
+
+
+def test_collect_bi_induct_names_the_base_and_its_precondition_per_seed(tmp_path: Path) -> None:
+    folder = tmp_path / "bi_induct"
+    folder.mkdir()
+    claim = {"id": "ablation_hurts_base_more", "verdict": "supported", "reason": "d = ...",
+             "difference": {"mean": 0.2, "ci_low": 0.12, "ci_high": 0.3},
+             "load_bearing_in_base": True, "precondition_seeds": "5 of 5"}  # fmt: skip
+    base = {"arm": "minimally_enriched", "variant": "fixed_rate_copies",
+            "label": "natural, minimally enriched (one copy per 16 tokens)"}  # fmt: skip
+    (folder / "claims.json").write_text(json.dumps({"claims": [claim], "base": base}))
+    body = report.COLLECTORS["bi_induct"](tmp_path)
+    assert body["verdicts"][0]["verdict"] == "supported"
+    assert body["verdicts"][0]["detail"].startswith(
+        "the base's top heads are load-bearing in 5 of 5 seeds; d = "
+    )
+    assert body["notes"] == [
+        "Base arm `minimally_enriched`: natural, minimally enriched (one copy per 16 tokens)."
     ]
 
 
@@ -314,3 +334,40 @@ def test_collect_markov_sets_the_full_vocabulary_verdicts_beside(tmp_path: Path)
     # The committed summary (no full-vocabulary fields) keeps its three-column table.
     committed = json.loads((ROOT / "docs/results/markov.json").read_text())
     assert "| claim | verdict | why |" in report.render_section(committed)
+
+
+def test_collect_tables_writes_the_documented_tables_from_the_outputs(tmp_path: Path) -> None:
+    """dose_response.csv and model_choice.csv become docs/results tables: numbers rounded the
+    way the docs print them, per-seed lists joined, missing sources left alone."""
+    reporting = tmp_path / "reporting"
+    (reporting / "model_choice").mkdir(parents=True)
+    pd.DataFrame([{
+        "preset": "gpt2-x", "flops": 7.4648e12, "n_seeds": 3, "n_formed": 3,
+        "n_within_margin": 0, "emergence_step_median": 1232.45, "emergence_step_max": 1265.0,
+        "budget_steps": 1500.0, "within_steps": 1000.0, "excess_drop": 0.11413,
+        "excess_drop_ci_low": 0.02812, "excess_drop_ci_high": 0.2001,
+        "seed_steps": [1232.5, None, 1030.5], "seed_excess": [0.1254, 0.1416, 0.0753],
+        "seed_ci_low": [0.1089, 0.1141, 0.0559], "n_load_bearing": 3, "qualifies": False,
+        "chosen": False, "reason": "heads after 1000 steps in seeds [0, 2]",
+    }]).to_csv(reporting / "model_choice" / "model_choice.csv", index=False)  # fmt: skip
+    written = report.collect_tables(reporting, tmp_path / "results")
+    assert written == [tmp_path / "results" / "model_choice.csv"]  # no dose_response: skipped
+    row = pd.read_csv(written[0]).iloc[0]
+    assert row["model"] == "gpt2-x" and row["FLOPs per run (1e12)"] == 7.46
+    assert row["formed by step 1000 (of 3)"] == 0
+    assert row["S* per seed (steps)"] == "1232; —; 1030"  # 1232.5 rounds half to even
+    assert row["top heads' excess drop, mean [95 % CI]"] == "0.114 [0.028, 0.200]"
+    assert row["per seed: excess (CI low)"] == "0.125 (0.109); 0.142 (0.114); 0.075 (0.056)"
+    assert row["load-bearing seeds (of 3)"] == 3
+
+
+def test_dose_response_rows_match_the_committed_table_format() -> None:
+    rows = report.dose_response_rows([{
+        "tokens_per_event": "16.0", "copy_share": "0.375", "n_seeds": "3", "n_formed": "3",
+        "emergence_step_median": "893.0754", "excess_drop": "0.0238979",
+        "excess_drop_ci_low": "-0.0465054", "excess_drop_ci_high": "0.0943013", "chosen": "True",
+    }])  # fmt: skip
+    assert rows == [{"one copy per N tokens": "16", "copied share": "0.375",
+                     "seeds formed (of 3)": "3", "median S* (steps)": "893.1",
+                     "top head's excess drop [95 % CI]": "0.024 [-0.047, 0.094]",
+                     "chosen": "True"}]  # fmt: skip

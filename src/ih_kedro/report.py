@@ -25,6 +25,7 @@ changed default cannot sit beside numbers measured with the old one.
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import datetime as dt
 import json
@@ -102,6 +103,7 @@ EXPERIMENTS: dict[str, dict[str, Any]] = {
         "command": "kedro run --pipeline=bi_induct",
         "doc": "docs/bi_induct.md",
         "design": [
+            "bi_induct.training.presets",
             "bi_induct.training.seeds",
             "bi_induct.training.max_steps",
             "bi_induct.training.batch_sizes",
@@ -342,6 +344,9 @@ def _bi_induct(reporting: Path) -> dict[str, Any]:
                 f"looks at {[len(look.get('seeds', [])) for look in looks]} seeds, {sequential.get('status')}; "
                 + detail
             )
+        if claim.get("precondition_seeds"):
+            detail = (f"the base's top heads are load-bearing in {claim['precondition_seeds']} "
+                      "seeds; " + detail)  # fmt: skip
         verdict = str(claim["verdict"])
         # A comparison that cannot say anything at this scale is labelled so, never a finding.
         if claim.get("load_bearing_in_base") is False:
@@ -349,7 +354,11 @@ def _bi_induct(reporting: Path) -> dict[str, Any]:
         elif claim.get("estimable") is False:
             verdict += ": not estimable"
         rows.append({"claim": short, "verdict": verdict, "detail": detail[:300]})
-    return {"numbers": numbers, "verdicts": rows, "runs": {}}
+    body: dict[str, Any] = {"numbers": numbers, "verdicts": rows, "runs": {}}
+    base = claims.get("base") or {}
+    if base.get("label"):
+        body["notes"] = [f"Base arm `{base['arm']}`: {base['label']}."]
+    return body
 
 
 def _float(value: Any) -> float | None:
@@ -430,7 +439,8 @@ def collect(
         "runs": body.get("runs", {}),
         "numbers": body["numbers"],
         "verdicts": body["verdicts"],
-        "notes": list((previous or {}).get("notes", [])),
+        # Notes the outputs give replace the earlier ones; else the committed notes are kept.
+        "notes": list(body.get("notes") or (previous or {}).get("notes", [])),
     }
 
 
@@ -629,6 +639,85 @@ def rendered_documents(root: Path) -> dict[Path, str]:
 CSV_MARKER = re.compile(r"<!-- csv:(?P<path>[^ ]+?):start -->")
 
 
+def _interval(row: dict[str, str], name: str) -> str:
+    """``estimate [low, high]`` of ``name``, ``name_ci_low`` and ``name_ci_high`` (3 decimals)."""
+    values = [_float(row.get(k, "")) for k in (name, f"{name}_ci_low", f"{name}_ci_high")]
+    if values[0] is None:
+        return ""
+    low, high = ("—" if v is None else f"{v:.3f}" for v in values[1:])
+    return f"{values[0]:.3f} [{low}, {high}]"
+
+
+def _steps(text: str) -> str:
+    value = _float(text)
+    return "" if value is None else f"{value:.1f}"
+
+
+def dose_response_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``base_calibration``'s ``dose_response.csv`` as ``docs/results/base_calibration.csv``."""
+    n = rows[0]["n_seeds"] if rows else "?"
+    return [{
+        "one copy per N tokens": f"{_float(r['tokens_per_event']):g}",
+        "copied share": f"{_float(r['copy_share']):.3f}",
+        f"seeds formed (of {n})": r["n_formed"],
+        "median S* (steps)": _steps(r["emergence_step_median"]),
+        "top head's excess drop [95 % CI]": _interval(r, "excess_drop"),
+        "chosen": r["chosen"],
+    } for r in rows]  # fmt: skip
+
+
+def model_choice_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``model_choice``'s ``model_choice.csv`` as ``docs/results/model_choice.csv``."""
+    n = rows[0]["n_seeds"] if rows else "?"
+    within = f"{_float(rows[0]['within_steps']):g}" if rows else "?"
+    out = []
+    for r in rows:
+        excess = ast.literal_eval(r["seed_excess"]) if r.get("seed_excess") else []
+        lows = ast.literal_eval(r["seed_ci_low"]) if r.get("seed_ci_low") else []
+        steps = ast.literal_eval(r["seed_steps"]) if r.get("seed_steps") else []
+        out.append({
+            "model": r["preset"],
+            "FLOPs per run (1e12)": f"{_float(r['flops']) / 1e12:.2f}",
+            f"seeds formed (of {n})": r["n_formed"],
+            f"formed by step {within} (of {n})": r["n_within_margin"],
+            "S* per seed (steps)": "; ".join("—" if v is None else f"{v:.0f}" for v in steps),
+            "top heads' excess drop, mean [95 % CI]": _interval(r, "excess_drop"),
+            "per seed: excess (CI low)": "; ".join(
+                f"{e:.3f} ({lo:.3f})" for e, lo in zip(excess, lows, strict=True)
+            ),
+            f"load-bearing seeds (of {n})": r["n_load_bearing"],
+            "qualifies": r["qualifies"],
+        })  # fmt: skip
+    return out
+
+
+RESULT_TABLES: dict[str, tuple[str, Callable[[list[dict[str, str]]], list[dict[str, str]]]]] = {
+    "base_calibration.csv": ("base_calibration/dose_response.csv", dose_response_rows),
+    "model_choice.csv": ("model_choice/model_choice.csv", model_choice_rows),
+}
+"""``docs/results/<name>`` -> (its source under the reporting folder, the row transform)."""
+
+
+def collect_tables(reporting: Path, results_dir: Path) -> list[Path]:
+    """Write each :data:`RESULT_TABLES` entry whose source exists; returns what was written."""
+    written = []
+    for name, (source, transform) in RESULT_TABLES.items():
+        path = reporting / source
+        if not path.exists():
+            logger.info("%s: no %s; kept the committed table", name, path)
+            continue
+        with path.open() as handle:
+            rows = transform(list(csv.DictReader(handle)))
+        target = results_dir / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]) if rows else [])
+            writer.writeheader()
+            writer.writerows(rows)
+        written.append(target)
+    return written
+
+
 def render_csv(path: Path) -> str:
     """A committed results CSV as a markdown table (numbers as the documents print them)."""
     with path.open() as handle:
@@ -689,6 +778,9 @@ def main(argv: list[str] | None = None) -> int:
             previous_path.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
             logger.info("%s -> %s", name, previous_path)
             written += 1
+        if not args.experiments:
+            for table in collect_tables(args.reporting, root / RESULTS_DIR):
+                logger.info("table -> %s", table)
         logger.info("%d summaries written; `python -m ih_kedro.report render` next", written)
         return 0
     if args.command == "render":

@@ -186,3 +186,22 @@ def test_top_heads_that_are_not_load_bearing_in_the_base_make_claim_4_degenerate
     assert entry["verdict"] == "undecided" and entry["load_bearing_in_base"] is False
     assert entry["reason"].startswith("degenerate: the base's top heads are not load-bearing")
     assert entry["base_excess_drop"]["mean"] == pytest.approx(0.02)
+
+
+def test_claim_4_reports_its_precondition_seed_by_seed() -> None:
+    """With each run's bootstrap CI in the table, the base's top heads are judged per seed:
+    seeds 0 and 2 have their CI above 0, seed 1 not: "2 of 3", and the reason says so."""
+    runs = _runs(minimally_enriched={"ablation_excess_copy_zero": [0.50, 0.55, 0.60],
+                                     "ablation_excess_copy_zero_ci_low": [0.30, -0.05, 0.40],
+                                     "ablation_excess_copy_zero_ci_high": [0.7, 0.9, 0.8]})  # fmt: skip
+    runs["ablation_excess_copy_zero_ci_low"] = runs["ablation_excess_copy_zero_ci_low"].fillna(0.1)
+    runs["ablation_excess_copy_zero_ci_high"] = runs["ablation_excess_copy_zero_ci_high"].fillna(1)
+    entry = _claim(decide_claims(runs), "ablation_hurts_base_more")
+    assert entry["precondition_seeds"] == "2 of 3"
+    assert [s["load_bearing"] for s in entry["base_excess_by_seed"]] == [True, False, True]
+    assert entry["base_excess_by_seed"][1] == {"seed": 1, "excess": 0.55, "ci_low": -0.05,
+                                               "ci_high": 0.9, "load_bearing": False}  # fmt: skip
+    assert entry["reason"].endswith("load-bearing (excess CI above 0) in 2 of 3 seeds")
+    # Without per-run CIs nothing is claimed seed by seed.
+    plain = _claim(decide_claims(_runs()), "ablation_hurts_base_more")
+    assert "precondition_seeds" not in plain and "base_excess_by_seed" not in plain

@@ -52,6 +52,7 @@ def test_the_cheapest_candidate_whose_top_heads_bear_load_in_every_seed_is_chose
     assert table.loc["mid", "excess_drop"] == pytest.approx(0.30)  # mean over seeds
     assert table.loc["mid", "excess_drop_ci_low"] < 0.30 < table.loc["mid", "excess_drop_ci_high"]
     assert table.loc["mid", "seed_ci_low"] == [0.2, 0.05, 0.3]
+    assert table.loc["late", "seed_steps"] == [700.0, 1200.0, 800.0]
     assert choice["reason"].startswith("mid: ") and "0.3 [" in choice["reason"]
     assert "budget / 1.5" in choice["rule"] and "95%" in choice["rule"]
 

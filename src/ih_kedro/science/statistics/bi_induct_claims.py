@@ -27,7 +27,9 @@ the measure's units from ``rules``):
    ``ablation_mode``). Directional, direction ``+1``, margin ``ablation_margin``. Not estimable
    (undecided, ``estimable: false``) unless both arms formed induction heads in every seed, and
    degenerate (undecided, ``load_bearing_in_base: false``) unless the base's own excess drop is
-   above 0 (t CI over seeds): heads that no ablation misses cannot be missed "more".
+   above 0 (t CI over seeds): heads that no ablation misses cannot be missed "more". Where the
+   runs table has each run's bootstrap CI (``ablation_excess_copy_<mode>_ci_low/high``), the
+   precondition is also reported seed by seed (``base_excess_by_seed``, ``precondition_seeds``).
 5. ``perplexity_cost`` - snippets cost perplexity. ``d`` = held-out loss of the arm minus the
    base's (nats per token; ``exp(d)`` is the perplexity ratio). Directional, direction ``+1``,
    margin ``perplexity_margin_nats``.
@@ -216,6 +218,12 @@ def _judge_arm(claim: str, runs: pd.DataFrame, arm: str, rules: Mapping[str, Any
             "ci_high": bearing[2],
         }
         extra["load_bearing_in_base"] = bool(bearing[1] > 0)
+        # Claim 4's precondition seed by seed (each run's bootstrap CI over its copy probes).
+        seeds = _base_seed_precondition(runs, base, column)
+        if seeds:
+            extra["base_excess_by_seed"] = seeds
+            held = [s["seed"] for s in seeds if s["load_bearing"]]
+            extra["precondition_seeds"] = f"{len(held)} of {len(seeds)}"
         if not extra["estimable"]:
             verdict = UNDECIDED
             reason = (f"not estimable: no induction heads formed in {base} seeds {unformed[base]}"
@@ -225,6 +233,9 @@ def _judge_arm(claim: str, runs: pd.DataFrame, arm: str, rules: Mapping[str, Any
             reason = (f"degenerate: the base's top heads are not load-bearing (excess drop "
                       f"{_fmt(bearing[0])} [{_fmt(bearing[1])}, {_fmt(bearing[2])}], CI not above "
                       "0), so there is nothing for the snippet arm to lose less of; " + reason)  # fmt: skip
+        if "precondition_seeds" in extra:
+            reason += (f"; the base's top heads are load-bearing (excess CI above 0) in "
+                       f"{extra['precondition_seeds']} seeds")  # fmt: skip
     else:  # perplexity_cost
         diff = _compare(runs, arm, base, "loss", level)
         margin, units = float(rules["perplexity_margin_nats"]), "nats per token (loss)"
@@ -232,6 +243,18 @@ def _judge_arm(claim: str, runs: pd.DataFrame, arm: str, rules: Mapping[str, Any
         extra["perplexity_ratio"] = math.exp(diff.mean) if math.isfinite(diff.mean) else math.nan
     return {"arm": arm, "verdict": verdict, "reason": reason, "margin": margin, "units": units,
             "difference": diff.to_dict(), **extra}  # fmt: skip
+
+
+def _base_seed_precondition(runs: pd.DataFrame, base: str, column: str) -> list[dict[str, Any]]:
+    """Per base seed: its excess drop, the run's bootstrap CI and whether the CI lies above 0;
+    empty when the table has no per-run CI (``<column>_ci_low`` / ``_ci_high``)."""
+    low, high = f"{column}_ci_low", f"{column}_ci_high"
+    if low not in runs or high not in runs:
+        return []
+    rows = runs[runs["variant"] == base].sort_values("seed")
+    return [{"seed": int(r["seed"]), "excess": float(r[column]), "ci_low": float(r[low]),
+             "ci_high": float(r[high]), "load_bearing": bool(float(r[low]) > 0)}
+            for _, r in rows.iterrows()]  # fmt: skip
 
 
 def decide_claims(runs: pd.DataFrame, rules: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -41,8 +41,8 @@ OUTCOME_COLUMNS = (
 TABLE_COLUMNS = [
     "preset", "flops", "n_seeds", "n_formed", "n_within_margin", "emergence_step_median",
     "emergence_step_max", "budget_steps", "within_steps", "excess_drop", "excess_drop_ci_low",
-    "excess_drop_ci_high", "seed_excess", "seed_ci_low", "n_load_bearing", "qualifies", "chosen",
-    "reason",
+    "excess_drop_ci_high", "seed_steps", "seed_excess", "seed_ci_low", "n_load_bearing",
+    "qualifies", "chosen", "reason",
 ]  # fmt: skip
 
 
@@ -85,8 +85,9 @@ def model_table(
 ) -> pd.DataFrame:
     """One row per candidate (:data:`TABLE_COLUMNS`), cheapest first, the chosen one marked.
 
-    ``excess_drop`` and its CI are the mean over seeds with a t interval; ``seed_excess`` and
-    ``seed_ci_low`` list each seed's excess and its bootstrap CI's lower end (seed order).
+    ``excess_drop`` and its CI are the mean over seeds with a t interval; ``seed_steps``,
+    ``seed_excess`` and ``seed_ci_low`` list each seed's emergence step (None: censored), excess
+    and its bootstrap CI's lower end (seed order).
 
     Raises:
         ValueError: a column is missing or ``margin_factor < 1``.
@@ -129,6 +130,7 @@ def model_table(
             "emergence_step_max": float(steps[~censored].max()) if (~censored).any() else math.nan,
             "budget_steps": budget, "within_steps": within_steps,
             "excess_drop": mean, "excess_drop_ci_low": low, "excess_drop_ci_high": high,
+            "seed_steps": [None if c else round(float(v), 1) for v, c in zip(steps, censored)],
             "seed_excess": [round(float(v), 4) for v in excess],
             "seed_ci_low": [round(float(v), 4) for v in ci_low],
             "n_load_bearing": int(bearing.sum()), "qualifies": not why, "chosen": False,
