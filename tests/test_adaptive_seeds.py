@@ -84,6 +84,29 @@ def test_main_runs_kedro_with_the_seeds(tmp_path: Path, monkeypatch):
     )
 
 
+def test_resume_starts_from_the_reports_next_look(tmp_path: Path, monkeypatch):
+    """``--resume`` skips re-running the configured seeds: the first command is the report's
+    next look; a settled report runs nothing; no report is a clear error."""
+    report = tmp_path / adaptive_seeds.REPORTS["bi_induct"]
+    report.parent.mkdir(parents=True)
+    commands = []
+
+    def fake_run(command, cwd, check):
+        commands.append(command)
+        report.write_text(json.dumps(_report(None)))  # the look settled every claim
+
+    monkeypatch.setattr(adaptive_seeds.subprocess, "run", fake_run)
+    with pytest.raises(SystemExit):
+        adaptive_seeds.main(["--pipeline=bi_induct", f"--project={tmp_path}", "--resume"])
+    report.write_text(json.dumps(_report([0, 1, 2, 3, 4, 5, 6])))
+    rounds = adaptive_seeds.main(["--pipeline=bi_induct", f"--project={tmp_path}", "--resume"])
+    assert [c[-1] for c in commands] == ["--params=bi_induct.training.seeds=[0,1,2,3,4,5,6]"]
+    assert rounds == [{"round": 1, "seeds": [0, 1, 2, 3, 4, 5, 6], "next_seeds": None,
+                       "next_seed_cells": None}]  # fmt: skip
+    assert adaptive_seeds.main(["--pipeline=bi_induct", f"--project={tmp_path}", "--resume"]) == []
+    assert len(commands) == 1  # settled: nothing run
+
+
 def test_markov_full_vocab_loops_its_own_pipeline_and_report(tmp_path: Path, monkeypatch):
     """``--pipeline=markov_full_vocab``: its runs, its overrides (its parameters' namespace) and
     its verdicts.json, not markov's."""

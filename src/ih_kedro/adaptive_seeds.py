@@ -17,6 +17,7 @@ cells whose claims were open when it was added, so each round trains only the ne
 stages after the sweep re-read every run.
 
     python -m ih_kedro.adaptive_seeds --pipeline=bi_induct
+    python -m ih_kedro.adaptive_seeds --pipeline=bi_induct --resume   # after a planned run
     python -m ih_kedro.adaptive_seeds --pipeline=markov --max-rounds=3
     python -m ih_kedro.adaptive_seeds --pipeline=markov_full_vocab
     python -m ih_kedro.adaptive_seeds --pipeline=markov -- --params=markov.training.max_steps=4000
@@ -142,12 +143,24 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--project", default=".", help="the Kedro project's root")
     parser.add_argument("--max-rounds", type=int, default=10)
     parser.add_argument("--seeds", default=None, help="first round's seeds, e.g. 0,1,2,3,4")
+    parser.add_argument("--resume", action="store_true",
+                        help="start from the existing report's next look instead of re-running "
+                        "the configured seeds (nothing to do when it asks for none)")  # fmt: skip
     parser.add_argument("kedro_args", nargs="*", help="more `kedro run` arguments (after --)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
     project = Path(args.project).resolve()
     look = {"seeds": [int(s) for s in args.seeds.split(",")]} if args.seeds else None
     report = project / REPORTS[args.pipeline]
+    if args.resume:
+        if args.seeds:
+            parser.error("--resume starts from the report's next look; drop --seeds")
+        if not report.exists():
+            parser.error(f"--resume: no report at {report}; run the pipeline first")
+        look = next_look(json.loads(report.read_text()))
+        if look is None:
+            logger.info("adaptive seeds %s: %s asks for no more seeds", args.pipeline, report)
+            return []
     rounds = run_until_settled(args.pipeline, _kedro_run(project, args.pipeline, args.kedro_args),
                                lambda: json.loads(report.read_text()), look=look,
                                max_rounds=args.max_rounds)  # fmt: skip

@@ -5,6 +5,7 @@ as 1/(B·C) (fixed in tokens, as the reference's)."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from pathlib import Path
 
@@ -16,7 +17,15 @@ from kedro.framework.startup import bootstrap_project
 from ih_kedro.pipelines.law_mechanisms.nodes import reference_contrast_table
 from ih_kedro.pipelines.law_mechanisms.pipeline import REFERENCE_ARM, REFERENCE_ARMS
 from ih_kedro.science.training.grid import expand_grid
-from tests.micro_project import base_parameters
+from tests.micro_project import (
+    base_parameters,
+    deep_merge,
+    kedro_run,
+    micro_data_engineering,
+    new_micro_project,
+    run_output,
+    write_local_parameters,
+)
 
 
 def test_registry_has_the_reference_arm_only_in_its_own_pipeline(project_root: Path) -> None:
@@ -93,3 +102,45 @@ def test_reference_arm_warmup_and_horizon_scale_as_one_over_bc(project_root: Pat
     steps = {(c.batch_size, c.context_length): c.lr_schedule_steps() for c in configs}
     assert steps[32, 32] == (640, 64_000) and steps[128, 128] == (40, 4_000)
     assert steps[32, 32][0] / steps[128, 128][0] == pytest.approx(128 * 128 / (32 * 32))
+
+
+MICRO_ARM = {"batch_sizes": [4], "context_lengths": [16, 32], "seeds": [0], "max_steps": 2,
+             "max_tokens": None, "warmup_steps": 1, "checkpoint_dense_until": 0,
+             "checkpoint_every": 1, "log_every": 1, "executor": {"kind": "sequential"},
+             "online_emergence": {"enabled": False}}  # fmt: skip
+MICRO_TELEMETRY = {"probe": {"n_samples": 4}, "batch_size": 4, "n_validation_sequences": 2,
+                   "emergence": {"n_bootstrap": 5}}  # fmt: skip
+
+
+@pytest.mark.slow  # ~40 s on 2 shared cores
+@pytest.mark.ci  # ... but CI runs it: the pipeline's one end-to-end check
+def test_law_mechanisms_reference_kedro_run_end_to_end(tmp_path: Path) -> None:
+    """Three arms trained (2 steps: nothing emerges), their own tables written with one row per
+    arm / contrast and a note, ``law_mechanisms.csv`` untouched, and no other arm trained."""
+    project = new_micro_project(tmp_path, n_documents=40, docs_per_shard=20)
+    params = base_parameters(project, "law_mechanisms")
+    for arm in REFERENCE_ARMS:
+        params[arm]["training"] = deep_merge(params[arm]["training"], MICRO_ARM)
+        params[arm]["telemetry"] = deep_merge(params[arm]["telemetry"], MICRO_TELEMETRY)
+    params[REFERENCE_ARM]["training"].update({"warmup_steps": None, "horizon_tokens": 6400})
+    write_local_parameters(
+        project, {"data_engineering": micro_data_engineering(project), "law_mechanisms": params}
+    )
+    result = kedro_run(project, "--pipeline=law_mechanisms_reference")
+    assert result.returncode == 0, run_output(result)
+    reporting = project / "data" / "08_reporting" / "law_mechanisms"
+    fits = pd.read_csv(reporting / "law_mechanisms_reference.csv")
+    assert list(fits["arm"]) == list(REFERENCE_ARMS)
+    assert fits["note"].notna().all()  # 2 steps: no run emerged, each row says why
+    contrasts = pd.read_csv(reporting / "law_mechanisms_reference_contrasts.csv")
+    assert list(zip(contrasts["arm"], contrasts["reference"])) == [
+        ("setup_check", "today"), (REFERENCE_ARM, "today"), (REFERENCE_ARM, "setup_check")]
+    assert (reporting / "reference_exponents.png").stat().st_size > 0
+    assert not (reporting / "law_mechanisms.csv").exists()
+    models = project / "data" / "06_models"
+    trained = {}
+    for summary in models.glob("law_mechanisms.*/checkpoints/*/run_summary.json"):
+        run = json.loads(summary.read_text())
+        arm = summary.parts[-4].removeprefix("law_mechanisms.")
+        trained.setdefault(arm, set()).add((run["batch_size"], run["context_length"]))
+    assert trained == {arm: {(4, 16), (4, 32)} for arm in REFERENCE_ARMS}
