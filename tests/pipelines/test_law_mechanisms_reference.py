@@ -72,7 +72,7 @@ def test_reference_contrasts_are_against_today_and_the_reference_arm_against_set
     tables = {"today": _arm(0.8, 0.0), "setup_check": _arm(0.8, 0.3),
               REFERENCE_ARM: _arm(0.8, 0.5)}  # fmt: skip
     table = reference_contrast_table(FIT_PARAMS, **tables)
-    pairs = list(zip(table["arm"], table["reference"]))
+    pairs = list(zip(table["arm"], table["reference"], strict=True))
     assert pairs == [("setup_check", "today"), (REFERENCE_ARM, "today"),
                      (REFERENCE_ARM, "setup_check")]  # fmt: skip
     assert list(table["delta_b"]) == pytest.approx([0.3, 0.5, 0.2], abs=0.01)
@@ -133,8 +133,11 @@ def test_law_mechanisms_reference_kedro_run_end_to_end(tmp_path: Path) -> None:
     assert list(fits["arm"]) == list(REFERENCE_ARMS)
     assert fits["note"].notna().all()  # 2 steps: no run emerged, each row says why
     contrasts = pd.read_csv(reporting / "law_mechanisms_reference_contrasts.csv")
-    assert list(zip(contrasts["arm"], contrasts["reference"])) == [
-        ("setup_check", "today"), (REFERENCE_ARM, "today"), (REFERENCE_ARM, "setup_check")]
+    assert list(zip(contrasts["arm"], contrasts["reference"], strict=True)) == [
+        ("setup_check", "today"),
+        (REFERENCE_ARM, "today"),
+        (REFERENCE_ARM, "setup_check"),
+    ]
     assert (reporting / "reference_exponents.png").stat().st_size > 0
     assert not (reporting / "law_mechanisms.csv").exists()
     models = project / "data" / "06_models"

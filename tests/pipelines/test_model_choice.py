@@ -26,7 +26,7 @@ from tests.micro_project import (
 
 
 def _runs_table() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """"small" forms heads but its top head's CI reaches 0 in seed 1; "big" bears load."""
+    """ "small" forms heads but its top head's CI reaches 0 in seed 1; "big" bears load."""
     rows = []
     for preset, lows in (("small", [0.05, -0.01]), ("big", [0.1, 0.2])):
         for seed, low in enumerate(lows):

@@ -47,7 +47,10 @@ def test_the_cheapest_candidate_whose_top_heads_bear_load_in_every_seed_is_chose
     assert list(table["qualifies"]) == [False, False, True, True]
     assert list(table["chosen"]) == [False, False, True, False]
     assert table.loc["shared", "n_load_bearing"] == 2
-    assert "not load-bearing" in table.loc["shared", "reason"] and "[0]" in table.loc["shared", "reason"]
+    assert (
+        "not load-bearing" in table.loc["shared", "reason"]
+        and "[0]" in table.loc["shared", "reason"]
+    )
     assert "heads after 1000 steps in seeds [1]" in table.loc["late", "reason"]
     assert table.loc["mid", "excess_drop"] == pytest.approx(0.30)  # mean over seeds
     assert table.loc["mid", "excess_drop_ci_low"] < 0.30 < table.loc["mid", "excess_drop_ci_high"]

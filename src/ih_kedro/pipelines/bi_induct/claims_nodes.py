@@ -60,8 +60,8 @@ def base_arm_description(params: Mapping[str, Any], training: Mapping[str, Any])
     ``fixed_rate_copies`` base is "natural, minimally enriched (one copy per N tokens)"."""
     arm = str(params.get("claims", {}).get("base_arm", "minimally_enriched"))
     shared = training.get("variant_options") or {}
-    for entry in training.get("data_variants") or []:
-        entry = {"variant": entry, "label": entry} if isinstance(entry, str) else dict(entry)
+    for given in training.get("data_variants") or []:
+        entry = {"variant": given, "label": given} if isinstance(given, str) else dict(given)
         if str(entry.get("label", entry["variant"])) != arm:
             continue
         variant = str(entry["variant"])

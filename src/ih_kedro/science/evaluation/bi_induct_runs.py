@@ -180,8 +180,11 @@ def run_table(
     bearing_at = float(options.get("load_bearing_threshold", 0.5))
     mode = str(options.get("load_bearing_mode", "zero"))
     emergence = _emergence(emergence_table, options)
-    bootstrap = {"n_bootstrap": int(options.get("n_bootstrap", 1000)),
-                 "level": float(options.get("level", 0.95)), "seed": int(options.get("seed", 0))}
+    bootstrap = {
+        "n_bootstrap": int(options.get("n_bootstrap", 1000)),
+        "level": float(options.get("level", 0.95)),
+        "seed": int(options.get("seed", 0)),
+    }
     curves = load_bearing_curves(checkpoint_metrics, "copy", mode,
                                  float(options.get("load_bearing_min_copy_gain", 0.1)))  # fmt: skip
     rows = []

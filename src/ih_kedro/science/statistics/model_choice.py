@@ -98,8 +98,8 @@ def model_table(
     if not margin_factor >= 1:
         raise ValueError(f"model choice: margin_factor must be >= 1, got {margin_factor:g}")
     rows = []
-    for preset, group in outcomes.groupby("preset", sort=False):
-        group = group.sort_values("seed")
+    for preset, unsorted in outcomes.groupby("preset", sort=False):
+        group = unsorted.sort_values("seed")
         censored = group["censored"].astype(bool)
         steps = pd.to_numeric(group["emergence_step"], errors="coerce")
         budget = float(pd.to_numeric(group["budget_steps"]).min())
@@ -130,7 +130,7 @@ def model_table(
             "emergence_step_max": float(steps[~censored].max()) if (~censored).any() else math.nan,
             "budget_steps": budget, "within_steps": within_steps,
             "excess_drop": mean, "excess_drop_ci_low": low, "excess_drop_ci_high": high,
-            "seed_steps": [None if c else round(float(v), 1) for v, c in zip(steps, censored)],
+            "seed_steps": [None if c else round(float(v), 1) for v, c in zip(steps, censored, strict=True)],
             "seed_excess": [round(float(v), 4) for v in excess],
             "seed_ci_low": [round(float(v), 4) for v in ci_low],
             "n_load_bearing": int(bearing.sum()), "qualifies": not why, "chosen": False,

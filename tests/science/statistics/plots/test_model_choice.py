@@ -14,7 +14,9 @@ def test_figure_marks_load_bearing_seeds_and_the_chosen_model():
     left, right = fig.axes
     labels = [label.get_text() for label in left.get_yticklabels()]
     assert labels == ["shared", "late", "mid", "dear"]
-    bold = [label.get_text() for label in left.get_yticklabels() if label.get_fontweight() == "bold"]
+    bold = [
+        label.get_text() for label in left.get_yticklabels() if label.get_fontweight() == "bold"
+    ]
     assert bold == ["mid"]
     # 12 seeds, one error bar each; "shared" seed 0 (CI low -0.02) is the only grey one.
     colors = [c.lines[0].get_color() for c in left.containers]

@@ -21,7 +21,7 @@ def plot_model_choice(outcomes: pd.DataFrame, table: pd.DataFrame) -> plt.Figure
     for y, preset in enumerate(presets):
         runs = outcomes[outcomes["preset"] == preset].sort_values("seed")
         offsets = np.linspace(-0.2, 0.2, max(len(runs), 1))
-        for dy, run in zip(offsets, runs.itertuples()):
+        for dy, run in zip(offsets, runs.itertuples(), strict=True):
             err = [[run.excess_drop - run.excess_drop_ci_low],
                    [run.excess_drop_ci_high - run.excess_drop]]  # fmt: skip
             color = "tab:green" if run.excess_drop_ci_low > 0 else "tab:gray"
@@ -36,7 +36,7 @@ def plot_model_choice(outcomes: pd.DataFrame, table: pd.DataFrame) -> plt.Figure
     left.set(yticks=range(len(presets)), yticklabels=presets,
              xlabel="excess drop of copy accuracy (top heads - random heads)",
              title="Is the top head load-bearing? (green: CI above 0)")  # fmt: skip
-    for label, chosen in zip(left.get_yticklabels(), table["chosen"]):
+    for label, chosen in zip(left.get_yticklabels(), table["chosen"], strict=True):
         label.set_fontweight("bold" if chosen else "normal")
     if len(table):
         right.axvline(float(table["budget_steps"].min()), color="k", lw=1, label="budget")
