@@ -47,7 +47,7 @@ MICRO_TRAINING = {
     **SEQUENTIAL_EXECUTOR,
 }  # fmt: skip
 ARMS = ["anti_induction", "induction", "minimally_enriched"]
-PREFIX = "attn-only-2l-d128_B4_C48_"
+PREFIX = "gpt2-2l-d128-h8_B4_C48_"  # the default preset
 MICRO_TELEMETRY = {"probe": {"n_samples": 4, "snippet_length": 5}, "batch_size": 4, "n_validation_sequences": 2,
                    "emergence": {"n_bootstrap": 5}}  # fmt: skip
 # lm-eval on, on the fixture tasks (tests/fixtures/lm_eval), to run the node through the CLI.
@@ -243,7 +243,7 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
         )
         assert client.get_metric_history(by_name[f"{PREFIX}minimally_enriched_s0"],
                                          "bi_induct/lm_eval/fixture_mc/acc")  # fmt: skip
-        assert "bi_induct/attn-only-2l-d128/induction/perplexity" in parent.data.metrics
+        assert "bi_induct/gpt2-2l-d128-h8/induction/perplexity" in parent.data.metrics
         assert client.get_metric_history(by_name[f"{PREFIX}induction_s0"],
                                          "bi_induct/copy_accuracy")  # fmt: skip
     finally:

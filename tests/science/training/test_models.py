@@ -42,7 +42,13 @@ def test_presets_are_the_yaml_entries_with_their_fields() -> None:
         "llama-1b",
         "pythia-tiny",
         "pythia-160m",
+        "attn-only-2l-d128-h8",
+        "attn-only-3l-d128-h8",
+        "gpt2-2l-d128-h8",
     ]
+    # bi_induct's model (chosen by model_choice): GPT-2 blocks, 8 heads of 16 dims.
+    assert presets["gpt2-2l-d128-h8"] == {"family": "gpt2", "n_layer": 2, "n_head": 8,
+                                          "n_embd": 128}  # fmt: skip
     assert presets["attn-only-2l-d64"] == {
         "family": "attention_only",
         "n_layer": 2,
