@@ -31,6 +31,27 @@ MICRO_DATA_ENGINEERING = {"tokenizer": {"vocab_size": 300}, "held_out_fraction":
 # law_fit micro run (the default executor) and in tests/science/training/test_sweep.py.
 SEQUENTIAL_EXECUTOR = {"executor": {"kind": "sequential"}}
 
+# The evaluated experiments (bi_induct, base_calibration, model_choice): 4 steps at B 4 x C 48,
+# a checkpoint every 2 steps, online emergence checked every 2; each test adds its seeds, arms
+# or presets.
+MICRO_EXPERIMENT_TRAINING = {"batch_sizes": [4], "context_lengths": [48], "max_steps": 4,
+                             "warmup_steps": 1, "checkpoint_every": 2, "log_every": 2,
+                             "online_emergence": {"eval_every": 2, "n_probes": 4},
+                             **SEQUENTIAL_EXECUTOR}  # fmt: skip
+MICRO_EXPERIMENT_TELEMETRY = {"probe": {"n_samples": 4, "snippet_length": 5}, "batch_size": 4,
+                              "n_validation_sequences": 2, "emergence": {"n_bootstrap": 5}}  # fmt: skip
+MICRO_EVALUATION = {"n_validation_sequences": 4, "n_prompts_per_task": 1, "n_probes": 4,
+                    "n_controls": 1, "snippet_length": 5, "results": {"n_bootstrap": 20}}  # fmt: skip
+
+# law_mechanisms' arms (and law_mechanisms_reference's): 2 steps over C {16, 32}, one seed,
+# nothing emerges (the fits say "not fitted"; their tables still get one row per arm).
+MICRO_LAW_ARM = {"batch_sizes": [4], "context_lengths": [16, 32], "seeds": [0], "max_steps": 2,
+                 "max_tokens": None, "warmup_steps": 1, "checkpoint_dense_until": 0,
+                 "checkpoint_every": 1, "log_every": 1, **SEQUENTIAL_EXECUTOR,
+                 "online_emergence": {"enabled": False}}  # fmt: skip
+MICRO_LAW_TELEMETRY = {"probe": {"n_samples": 4}, "batch_size": 4, "n_validation_sequences": 2,
+                       "emergence": {"n_bootstrap": 5}}  # fmt: skip
+
 
 def deep_merge(base: dict, override: dict) -> dict:
     """``override`` merged into ``base`` key by key (nested mappings merged, the rest replaced)."""

@@ -15,7 +15,9 @@ from kedro.framework.startup import bootstrap_project
 from ih_kedro.pipelines.base_calibration.nodes import calibrate_base, dose_labels
 from ih_kedro.pipelines.base_calibration.pipeline import EXPERIMENT
 from tests.micro_project import (
-    SEQUENTIAL_EXECUTOR,
+    MICRO_EVALUATION,
+    MICRO_EXPERIMENT_TELEMETRY,
+    MICRO_EXPERIMENT_TRAINING,
     base_parameters,
     deep_merge,
     kedro_run,
@@ -74,14 +76,8 @@ def test_registry_has_base_calibration(project_root: Path) -> None:
             "base_calibration.dose_response", "base_calibration.dose_response_plot"} <= outputs  # fmt: skip
 
 
-MICRO_TRAINING = {"batch_sizes": [4], "context_lengths": [48], "seeds": [0, 1], "max_steps": 4,
-                  "warmup_steps": 1, "checkpoint_every": 2, "log_every": 2,
-                  "data_variants": TRAINING["data_variants"][:2],
-                  "online_emergence": {"eval_every": 2, "n_probes": 4}, **SEQUENTIAL_EXECUTOR}  # fmt: skip
-MICRO_TELEMETRY = {"probe": {"n_samples": 4, "snippet_length": 5}, "batch_size": 4,
-                   "n_validation_sequences": 2, "emergence": {"n_bootstrap": 5}}  # fmt: skip
-MICRO_EVALUATION = {"n_validation_sequences": 4, "n_prompts_per_task": 1, "n_probes": 4,
-                    "n_controls": 1, "snippet_length": 5, "results": {"n_bootstrap": 20}}  # fmt: skip
+MICRO_TRAINING = {**MICRO_EXPERIMENT_TRAINING, "seeds": [0, 1],
+                  "data_variants": TRAINING["data_variants"][:2]}  # fmt: skip
 
 
 @pytest.mark.slow  # ~50 s on 2 shared cores
@@ -91,7 +87,7 @@ def test_base_calibration_kedro_run_end_to_end(tmp_path: Path) -> None:
     params = base_parameters(project, EXPERIMENT)
     params["training"] = {**deep_merge(params["training"], MICRO_TRAINING),
                           "data_variants": MICRO_TRAINING["data_variants"]}  # fmt: skip
-    params["telemetry"] = deep_merge(params["telemetry"], MICRO_TELEMETRY)
+    params["telemetry"] = deep_merge(params["telemetry"], MICRO_EXPERIMENT_TELEMETRY)
     params["evaluation"] = deep_merge(params["evaluation"], MICRO_EVALUATION)
     write_local_parameters(
         project, {"data_engineering": micro_data_engineering(project), EXPERIMENT: params}

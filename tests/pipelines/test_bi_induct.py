@@ -21,7 +21,8 @@ from ih_kedro.pipelines.bi_induct.nodes import matched_compute
 from ih_kedro.pipelines.bi_induct.pipeline import EXPERIMENT
 from ih_kedro.science.evaluation.bi_induct import MatchedComputeError, variant_label
 from tests.micro_project import (
-    SEQUENTIAL_EXECUTOR,
+    MICRO_EXPERIMENT_TELEMETRY,
+    MICRO_EXPERIMENT_TRAINING,
     base_parameters,
     deep_merge,
     kedro_run,
@@ -34,22 +35,13 @@ from tests.micro_project import (
 # The default's three arms (repetition-enriched base, induction and anti-induction snippets
 # written over it), two seeds, spans drawn per snippet.
 MICRO_TRAINING = {
-    "batch_sizes": [4],
-    "context_lengths": [48],
+    **MICRO_EXPERIMENT_TRAINING,
     "seeds": [0, 1],
-    "max_steps": 4,
-    "warmup_steps": 1,
-    "checkpoint_every": 2,
-    "log_every": 2,
     "variant_options": {"bi_induct_snippets": {"sep_token_id": 1, "span_length": [4, 6],
                                                "mix_ratio": 0.5, "anneal_fraction": 1.0}},
-    "online_emergence": {"eval_every": 2, "n_probes": 4},
-    **SEQUENTIAL_EXECUTOR,
 }  # fmt: skip
 ARMS = ["anti_induction", "induction", "minimally_enriched"]
 PREFIX = "gpt2-2l-d128-h8_B4_C48_"  # the default preset
-MICRO_TELEMETRY = {"probe": {"n_samples": 4, "snippet_length": 5}, "batch_size": 4, "n_validation_sequences": 2,
-                   "emergence": {"n_bootstrap": 5}}  # fmt: skip
 # lm-eval on, on the fixture tasks (tests/fixtures/lm_eval), to run the node through the CLI.
 MICRO_LM_EVAL = {"enabled": True, "tasks": ["fixture_mc", "fixture_ll"], "batch_size": 4,
                  "include_path": str(Path(__file__).resolve().parents[1] / "fixtures" / "lm_eval")}  # fmt: skip
@@ -108,7 +100,7 @@ def micro_project(tmp_path: Path) -> Path:
         "data_engineering": micro_data_engineering(project),
         EXPERIMENT: {
             "training": deep_merge(params["training"], MICRO_TRAINING),
-            "telemetry": deep_merge(params["telemetry"], MICRO_TELEMETRY),
+            "telemetry": deep_merge(params["telemetry"], MICRO_EXPERIMENT_TELEMETRY),
             "evaluation": deep_merge(params["evaluation"], MICRO_EVALUATION),
             "lm_eval": deep_merge(params["lm_eval"], MICRO_LM_EVAL),
         },

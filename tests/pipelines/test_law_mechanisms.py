@@ -21,6 +21,8 @@ from kedro.framework.startup import bootstrap_project
 from ih_kedro.pipelines.law_mechanisms.nodes import repetition_curves, size_term
 from ih_kedro.science.data.packed import PackedTokens
 from tests.micro_project import (
+    MICRO_LAW_ARM,
+    MICRO_LAW_TELEMETRY,
     base_parameters,
     deep_merge,
     kedro_run,
@@ -31,12 +33,6 @@ from tests.micro_project import (
 )
 
 ARMS = ["today", "growing_repetition", "distance_window", "both", "setup_check"]
-MICRO_ARM = {"batch_sizes": [4], "context_lengths": [16, 32], "seeds": [0], "max_steps": 2,
-             "max_tokens": None, "warmup_steps": 1, "checkpoint_dense_until": 0,
-             "checkpoint_every": 1, "log_every": 1, "executor": {"kind": "sequential"},
-             "online_emergence": {"enabled": False}}  # fmt: skip
-MICRO_TELEMETRY = {"probe": {"n_samples": 4}, "batch_size": 4, "n_validation_sequences": 2,
-                   "emergence": {"n_bootstrap": 5}}  # fmt: skip
 
 
 def test_registry_has_law_mechanisms(project_root: Path) -> None:
@@ -58,8 +54,8 @@ def test_law_mechanisms_kedro_run_end_to_end(tmp_path: Path) -> None:
     params["repetition_curve"].update({"max_context": 128, "n_lengths": 4, "n_windows": 40})
     params["growth"].update({"min_context": 16, "max_context": 64})
     for arm in [*ARMS, "size"]:
-        params[arm]["training"] = deep_merge(params[arm]["training"], MICRO_ARM)
-        params[arm]["telemetry"] = deep_merge(params[arm]["telemetry"], MICRO_TELEMETRY)
+        params[arm]["training"] = deep_merge(params[arm]["training"], MICRO_LAW_ARM)
+        params[arm]["telemetry"] = deep_merge(params[arm]["telemetry"], MICRO_LAW_TELEMETRY)
     write_local_parameters(
         project,
         {"data_engineering": micro_data_engineering(project), "law_mechanisms": params},

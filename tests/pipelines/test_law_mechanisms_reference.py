@@ -18,6 +18,8 @@ from ih_kedro.pipelines.law_mechanisms.nodes import reference_contrast_table
 from ih_kedro.pipelines.law_mechanisms.pipeline import REFERENCE_ARM, REFERENCE_ARMS
 from ih_kedro.science.training.grid import expand_grid
 from tests.micro_project import (
+    MICRO_LAW_ARM,
+    MICRO_LAW_TELEMETRY,
     base_parameters,
     deep_merge,
     kedro_run,
@@ -104,14 +106,6 @@ def test_reference_arm_warmup_and_horizon_scale_as_one_over_bc(project_root: Pat
     assert steps[32, 32][0] / steps[128, 128][0] == pytest.approx(128 * 128 / (32 * 32))
 
 
-MICRO_ARM = {"batch_sizes": [4], "context_lengths": [16, 32], "seeds": [0], "max_steps": 2,
-             "max_tokens": None, "warmup_steps": 1, "checkpoint_dense_until": 0,
-             "checkpoint_every": 1, "log_every": 1, "executor": {"kind": "sequential"},
-             "online_emergence": {"enabled": False}}  # fmt: skip
-MICRO_TELEMETRY = {"probe": {"n_samples": 4}, "batch_size": 4, "n_validation_sequences": 2,
-                   "emergence": {"n_bootstrap": 5}}  # fmt: skip
-
-
 @pytest.mark.slow  # ~40 s on 2 shared cores
 @pytest.mark.ci  # ... but CI runs it: the pipeline's one end-to-end check
 def test_law_mechanisms_reference_kedro_run_end_to_end(tmp_path: Path) -> None:
@@ -120,8 +114,8 @@ def test_law_mechanisms_reference_kedro_run_end_to_end(tmp_path: Path) -> None:
     project = new_micro_project(tmp_path, n_documents=40, docs_per_shard=20)
     params = base_parameters(project, "law_mechanisms")
     for arm in REFERENCE_ARMS:
-        params[arm]["training"] = deep_merge(params[arm]["training"], MICRO_ARM)
-        params[arm]["telemetry"] = deep_merge(params[arm]["telemetry"], MICRO_TELEMETRY)
+        params[arm]["training"] = deep_merge(params[arm]["training"], MICRO_LAW_ARM)
+        params[arm]["telemetry"] = deep_merge(params[arm]["telemetry"], MICRO_LAW_TELEMETRY)
     params[REFERENCE_ARM]["training"].update({"warmup_steps": None, "horizon_tokens": 6400})
     write_local_parameters(
         project, {"data_engineering": micro_data_engineering(project), "law_mechanisms": params}

@@ -14,7 +14,9 @@ from kedro.framework.startup import bootstrap_project
 from ih_kedro.pipelines.model_choice.nodes import choose_model
 from ih_kedro.pipelines.model_choice.pipeline import EXPERIMENT
 from tests.micro_project import (
-    SEQUENTIAL_EXECUTOR,
+    MICRO_EVALUATION,
+    MICRO_EXPERIMENT_TELEMETRY,
+    MICRO_EXPERIMENT_TRAINING,
     base_parameters,
     deep_merge,
     kedro_run,
@@ -57,14 +59,11 @@ def test_registry_has_model_choice(project_root: Path) -> None:
             "model_choice.model_table", "model_choice.model_choice_plot"} <= outputs  # fmt: skip
 
 
-MICRO_TRAINING = {"presets": ["attn-only-2l-d64", "gpt2-tiny"], "batch_sizes": [4],
-                  "context_lengths": [48], "seeds": [0], "max_steps": 4, "warmup_steps": 1,
-                  "checkpoint_every": 2, "log_every": 2,
-                  "online_emergence": {"eval_every": 2, "n_probes": 4}, **SEQUENTIAL_EXECUTOR}  # fmt: skip
-MICRO_TELEMETRY = {"probe": {"n_samples": 4, "snippet_length": 5}, "batch_size": 4,
-                   "n_validation_sequences": 2, "emergence": {"n_bootstrap": 5}}  # fmt: skip
-MICRO_EVALUATION = {"n_validation_sequences": 4, "n_prompts_per_task": 1, "n_probes": 4,
-                    "n_controls": 1, "snippet_length": 5, "results": {"n_bootstrap": 20}}  # fmt: skip
+MICRO_TRAINING = {
+    **MICRO_EXPERIMENT_TRAINING,
+    "presets": ["attn-only-2l-d64", "gpt2-tiny"],
+    "seeds": [0],
+}
 
 
 @pytest.mark.slow  # ~40 s on 2 shared cores
@@ -73,7 +72,7 @@ def test_model_choice_kedro_run_end_to_end(tmp_path: Path) -> None:
     project = new_micro_project(tmp_path)
     params = base_parameters(project, EXPERIMENT)
     params["training"] = deep_merge(params["training"], MICRO_TRAINING)
-    params["telemetry"] = deep_merge(params["telemetry"], MICRO_TELEMETRY)
+    params["telemetry"] = deep_merge(params["telemetry"], MICRO_EXPERIMENT_TELEMETRY)
     params["evaluation"] = deep_merge(params["evaluation"], MICRO_EVALUATION)
     write_local_parameters(
         project, {"data_engineering": micro_data_engineering(project), EXPERIMENT: params}

@@ -66,10 +66,22 @@ def corpus_stage() -> Pipeline:
     )
 
 
-def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
+def trained_stages(experiment: str) -> Pipeline:
+    """The training sweep and its telemetry inside ``experiment``'s namespace."""
+    return experiment_stage(training.create_pipeline(), experiment, "training") + experiment_stage(
+        telemetry.create_pipeline(), experiment, "telemetry"
+    )
+
+
+def experiment_pipeline(experiment: str, stage: Pipeline, stage_name: str) -> Pipeline:
+    """An experiment end to end: the corpus, :func:`trained_stages` and the experiment's own
+    ``stage`` (written un-namespaced; placed as ``<experiment>.<stage_name>``)."""
     return (
         corpus_stage()
-        + experiment_stage(training.create_pipeline(), EXPERIMENT, "training")
-        + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry")
-        + experiment_stage(statistics.create_pipeline(), EXPERIMENT, "statistics")
+        + trained_stages(experiment)
+        + experiment_stage(stage, experiment, stage_name)
     )
+
+
+def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
+    return experiment_pipeline(EXPERIMENT, statistics.create_pipeline(), "statistics")

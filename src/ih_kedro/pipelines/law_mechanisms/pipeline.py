@@ -20,10 +20,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kedro.pipeline import Node, Pipeline
 
-from ih_kedro.pipelines import telemetry, training
-from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, experiment_stage
+from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, trained_stages
 
 from .nodes import (
     corpus_growth,
@@ -73,23 +74,35 @@ def curves_pipeline() -> Pipeline:
 
 def arm_pipeline(arm: str) -> Pipeline:
     """One arm's training sweep and telemetry in the namespace ``law_mechanisms.<arm>``."""
-    namespace = f"{EXPERIMENT}.{arm}"
-    return experiment_stage(training.create_pipeline(), namespace, "training") + experiment_stage(
-        telemetry.create_pipeline(), namespace, "telemetry"
-    )
+    return trained_stages(f"{EXPERIMENT}.{arm}")
 
 
-def fits_pipeline(arms: tuple[str, ...] = ARMS) -> Pipeline:
-    """One law per arm of ``arms``, the table and figure, the size term."""
+def laws_pipeline(arms: tuple[str, ...], prefix: str, contrasts: Callable) -> Pipeline:
+    """One law per arm of ``arms`` (``law_mechanisms.<prefix>_fits``), their contrasts
+    (``<prefix>_contrasts``, by the node function ``contrasts``) and the exponents figure
+    (``<prefix>_exponents_plot``)."""
     tables = {arm: f"{EXPERIMENT}.{arm}.emergence_table" for arm in arms}
+    fits, table = f"{EXPERIMENT}.{prefix}_fits", f"{EXPERIMENT}.{prefix}_contrasts"
+    plot = f"{EXPERIMENT}.{prefix}_exponents_plot"
     return Pipeline(
         [
-            Node(mechanism_fits, {"params": f"params:{EXPERIMENT}.fits", **tables},
-                 f"{EXPERIMENT}.mechanism_fits", name="mechanism_fits"),
-            Node(mechanism_contrast_table, {"params": f"params:{EXPERIMENT}.fits", **tables},
-                 f"{EXPERIMENT}.mechanism_contrasts", name="mechanism_contrasts"),
-            Node(mechanism_exponents_figure, f"{EXPERIMENT}.mechanism_fits",
-                 f"{EXPERIMENT}.mechanism_exponents_plot", name="plot_mechanism_exponents"),
+            Node(mechanism_fits, {"params": f"params:{EXPERIMENT}.fits", **tables}, fits,
+                 name=f"{prefix}_fits"),
+            Node(contrasts, {"params": f"params:{EXPERIMENT}.fits", **tables}, table,
+                 name=f"{prefix}_contrasts"),
+            Node(mechanism_exponents_figure, fits, plot, name=f"plot_{prefix}_exponents"),
+        ],
+        namespace=EXPERIMENT,
+        inputs=set(tables.values()),
+        parameters={f"params:{EXPERIMENT}.fits"},
+        outputs={fits, table, plot},
+    )  # fmt: skip
+
+
+def size_pipeline() -> Pipeline:
+    """The size term: the size arm's runs with the :data:`SIZE_REFERENCE` arm's at its cells."""
+    return Pipeline(
+        [
             Node(size_term, [f"{EXPERIMENT}.{SIZE_ARM}.emergence_table",
                              f"{EXPERIMENT}.{SIZE_ARM}.sweep_manifest", f"params:{EXPERIMENT}.fits",
                              f"{EXPERIMENT}.{SIZE_REFERENCE}.emergence_table",
@@ -97,14 +110,18 @@ def fits_pipeline(arms: tuple[str, ...] = ARMS) -> Pipeline:
                  f"{EXPERIMENT}.size_term", name="size_term"),
         ],
         namespace=EXPERIMENT,
-        inputs={*tables.values(), f"{EXPERIMENT}.{SIZE_ARM}.emergence_table",
+        inputs={f"{EXPERIMENT}.{SIZE_ARM}.emergence_table",
                 f"{EXPERIMENT}.{SIZE_ARM}.sweep_manifest",
+                f"{EXPERIMENT}.{SIZE_REFERENCE}.emergence_table",
                 f"{EXPERIMENT}.{SIZE_REFERENCE}.sweep_manifest"},
         parameters={f"params:{EXPERIMENT}.fits"},
-        outputs={f"{EXPERIMENT}.mechanism_fits", f"{EXPERIMENT}.mechanism_contrasts",
-                 f"{EXPERIMENT}.mechanism_exponents_plot",
-                 f"{EXPERIMENT}.size_term"},
+        outputs={f"{EXPERIMENT}.size_term"},
     )  # fmt: skip
+
+
+def fits_pipeline(arms: tuple[str, ...] = ARMS) -> Pipeline:
+    """One law per arm of ``arms`` (``mechanism_*``: each against ``today``), the size term."""
+    return laws_pipeline(arms, "mechanism", mechanism_contrast_table) + size_pipeline()
 
 
 def create_pipeline(arms: tuple[str, ...] = ARMS, **kwargs) -> Pipeline:  # noqa: ANN003
@@ -119,22 +136,7 @@ def reference_fits_pipeline() -> Pipeline:
     """The laws of :data:`REFERENCE_ARMS`, their contrasts (each against ``today``, and the
     reference arm against ``setup_check``) and the exponents figure, in their own datasets
     (``law_mechanisms.reference_*``: ``law_mechanisms.csv`` stays ``law_mechanisms``' own)."""
-    tables = {arm: f"{EXPERIMENT}.{arm}.emergence_table" for arm in REFERENCE_ARMS}
-    return Pipeline(
-        [
-            Node(mechanism_fits, {"params": f"params:{EXPERIMENT}.fits", **tables},
-                 f"{EXPERIMENT}.reference_fits", name="reference_fits"),
-            Node(reference_contrast_table, {"params": f"params:{EXPERIMENT}.fits", **tables},
-                 f"{EXPERIMENT}.reference_contrasts", name="reference_contrasts"),
-            Node(mechanism_exponents_figure, f"{EXPERIMENT}.reference_fits",
-                 f"{EXPERIMENT}.reference_exponents_plot", name="plot_reference_exponents"),
-        ],
-        namespace=EXPERIMENT,
-        inputs=set(tables.values()),
-        parameters={f"params:{EXPERIMENT}.fits"},
-        outputs={f"{EXPERIMENT}.reference_fits", f"{EXPERIMENT}.reference_contrasts",
-                 f"{EXPERIMENT}.reference_exponents_plot"},
-    )  # fmt: skip
+    return laws_pipeline(REFERENCE_ARMS, "reference", reference_contrast_table)
 
 
 def reference_pipeline() -> Pipeline:

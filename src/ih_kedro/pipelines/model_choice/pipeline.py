@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from kedro.pipeline import Node, Pipeline
 
-from ih_kedro.pipelines import telemetry, training
 from ih_kedro.pipelines.base_calibration.pipeline import run_evaluation_nodes
-from ih_kedro.pipelines.law_fit.pipeline import corpus_stage, experiment_stage
+from ih_kedro.pipelines.law_fit.pipeline import experiment_pipeline
 
 from .nodes import choose_model
 
@@ -33,9 +32,4 @@ def evaluation_pipeline() -> Pipeline:
 
 
 def create_pipeline(**kwargs) -> Pipeline:  # noqa: ANN003 - Kedro's signature
-    return (
-        corpus_stage()
-        + experiment_stage(training.create_pipeline(), EXPERIMENT, "training")
-        + experiment_stage(telemetry.create_pipeline(), EXPERIMENT, "telemetry")
-        + experiment_stage(evaluation_pipeline(), EXPERIMENT, "evaluation")
-    )
+    return experiment_pipeline(EXPERIMENT, evaluation_pipeline(), "evaluation")

@@ -58,6 +58,40 @@ def _load_bearing(group: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(group["excess_drop"], errors="coerce").gt(0)
 
 
+def emergence_within_margin(
+    group: pd.DataFrame, margin_factor: float
+) -> tuple[dict[str, Any], list[str]]:
+    """Emergence over one group's seeds (rows with ``seed``, ``emergence_step``, ``censored``,
+    ``budget_steps``): the counts and steps the dose and model tables report, and why the group
+    fails the margin (empty when every seed formed heads by ``budget / margin_factor`` steps).
+
+    Returns ``({n_seeds, n_formed, n_within_margin, emergence_step_median,
+    emergence_step_max, budget_steps, within_steps}, why)``.
+    """
+    censored = group["censored"].astype(bool)
+    steps = pd.to_numeric(group["emergence_step"], errors="coerce")
+    budget = float(pd.to_numeric(group["budget_steps"]).min())
+    within_steps = budget / margin_factor
+    within = ~censored & steps.le(within_steps)
+    formed = steps[~censored]
+    why = []
+    if censored.any():
+        why.append(f"no heads within the budget in seeds {sorted(group.loc[censored, 'seed'])}")
+    late = ~censored & ~within
+    if late.any():
+        why.append(f"heads after {within_steps:g} steps in seeds {sorted(group.loc[late, 'seed'])}")
+    counts = {
+        "n_seeds": int(len(group)),
+        "n_formed": int((~censored).sum()),
+        "n_within_margin": int(within.sum()),
+        "emergence_step_median": float(formed.median()) if len(formed) else math.nan,
+        "emergence_step_max": float(formed.max()) if len(formed) else math.nan,
+        "budget_steps": budget,
+        "within_steps": within_steps,
+    }
+    return counts, why
+
+
 def dose_response_table(
     outcomes: pd.DataFrame,
     *,
@@ -88,34 +122,16 @@ def dose_response_table(
         raise ValueError(f"base calibration: margin_factor must be >= 1, got {margin_factor:g}")
     rows = []
     for dose, group in outcomes.groupby("tokens_per_event", sort=True):
-        censored = group["censored"].astype(bool)
-        steps = pd.to_numeric(group["emergence_step"], errors="coerce")
-        budget = float(pd.to_numeric(group["budget_steps"]).min())
-        within_steps = budget / margin_factor
-        within = ~censored & steps.le(within_steps)
+        counts, why = emergence_within_margin(group, margin_factor)
         excess = pd.to_numeric(group.get("excess_drop", pd.Series(np.nan, group.index)),
                                errors="coerce")  # fmt: skip
         mean, low, high = mean_interval(excess, level=level)
         bearing = _load_bearing(group) if excess.notna().any() else pd.Series(False, group.index)
-        why = []
-        if censored.any():
-            why.append(f"no heads within the budget in seeds {sorted(group.loc[censored, 'seed'])}")
-        late = ~censored & ~within
-        if late.any():
-            why.append(
-                f"heads after {within_steps:g} steps in seeds {sorted(group.loc[late, 'seed'])}"
-            )
         if require_load_bearing and not bearing.all():
             why.append(f"top head not load-bearing in seeds {sorted(group.loc[~bearing, 'seed'])}")
         share = group["copy_share"].mean() if "copy_share" in group else math.nan
         rows.append({
-            "tokens_per_event": float(dose), "copy_share": float(share),
-            "n_seeds": int(len(group)), "n_formed": int((~censored).sum()),
-            "n_within_margin": int(within.sum()),
-            "emergence_step_median": float(steps[~censored].median()) if (~censored).any()
-            else math.nan,
-            "emergence_step_max": float(steps[~censored].max()) if (~censored).any() else math.nan,
-            "budget_steps": budget, "within_steps": within_steps,
+            "tokens_per_event": float(dose), "copy_share": float(share), **counts,
             "excess_drop": mean, "excess_drop_ci_low": low, "excess_drop_ci_high": high,
             "n_load_bearing": int(bearing.sum()), "qualifies": not why,
             "chosen": False, "label": base_label(float(dose)),

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ih_kedro.science.statistics.base_calibration import emergence_within_margin
 from ih_kedro.science.statistics.paired_seeds import json_safe, mean_interval
 
 MODEL_RULE = (
@@ -100,35 +101,19 @@ def model_table(
     rows = []
     for preset, unsorted in outcomes.groupby("preset", sort=False):
         group = unsorted.sort_values("seed")
+        counts, why = emergence_within_margin(group, margin_factor)
         censored = group["censored"].astype(bool)
         steps = pd.to_numeric(group["emergence_step"], errors="coerce")
-        budget = float(pd.to_numeric(group["budget_steps"]).min())
-        within_steps = budget / margin_factor
-        within = ~censored & steps.le(within_steps)
         excess = pd.to_numeric(group["excess_drop"], errors="coerce")
         ci_low = pd.to_numeric(group["excess_drop_ci_low"], errors="coerce")
         bearing = ci_low.gt(0)
         mean, low, high = mean_interval(excess, level=level)
-        why = []
-        if censored.any():
-            why.append(f"no heads within the budget in seeds {sorted(group.loc[censored, 'seed'])}")
-        late = ~censored & ~within
-        if late.any():
-            why.append(
-                f"heads after {within_steps:g} steps in seeds {sorted(group.loc[late, 'seed'])}"
-            )
         if not bearing.all():
             why.append(f"top heads not load-bearing (excess CI not above 0) in seeds "
                        f"{sorted(group.loc[~bearing, 'seed'])}")  # fmt: skip
         flops = pd.to_numeric(group.get("flops", pd.Series(np.nan, group.index)), errors="coerce")
         rows.append({
-            "preset": str(preset), "flops": float(flops.mean()),
-            "n_seeds": int(len(group)), "n_formed": int((~censored).sum()),
-            "n_within_margin": int(within.sum()),
-            "emergence_step_median": float(steps[~censored].median()) if (~censored).any()
-            else math.nan,
-            "emergence_step_max": float(steps[~censored].max()) if (~censored).any() else math.nan,
-            "budget_steps": budget, "within_steps": within_steps,
+            "preset": str(preset), "flops": float(flops.mean()), **counts,
             "excess_drop": mean, "excess_drop_ci_low": low, "excess_drop_ci_high": high,
             "seed_steps": [None if c else round(float(v), 1) for v, c in zip(steps, censored, strict=True)],
             "seed_excess": [round(float(v), 4) for v in excess],
