@@ -245,6 +245,53 @@ def test_evaluate_runs_defaults(recorder: Recorder) -> None:
     assert finals["pb_B2_C4_natural_s0"]["step"] == 3
 
 
+def test_evaluate_runs_cache_evaluates_each_checkpoint_once(
+    recorder: Recorder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``cache: true`` a second call (an adaptive look) loads and evaluates no checkpoint
+    and returns the same tables, span probes included; a new checkpoint (a longer run) or other
+    options are evaluated again."""
+    folders = {}
+    for step in range(3):
+        folders[step] = tmp_path / f"step_{step}"
+        folders[step].mkdir()
+        (folders[step] / "model.safetensors").write_bytes(b"w%d" % step)
+    recorder.checkpoints["real"] = [(s, folders[s], 16.0 * s) for s in range(3)]
+    spans: list[tuple] = []
+
+    def span_probe_scores(model, pool, span_list, sep, **options) -> dict:
+        spans.append((model, tuple(span_list)))
+        return {"copy": {s: 0.5 for s in span_list}}
+
+    monkeypatch.setattr(nodes, "span_probe_scores", span_probe_scores)
+    manifest = pd.DataFrame([_run("pb", 2, 8, "natural", 0, run_dir="real")])
+    params = {"cache": True, "span_probe_spans": [2, 3]}
+
+    def evaluate(params: dict) -> tuple[pd.DataFrame, dict]:
+        return evaluate_runs(manifest, manifest, FakeTokenizer(),
+                             PackedTokens(np.arange(20), vocab_size=20, eos_token_id=EOS),
+                             VALIDATION, params, {"variant_options": None})  # fmt: skip
+
+    metrics, finals = evaluate(params)
+    assert len(recorder.evaluated) == 3 and spans == [(f"model:{folders[2]}", (2, 3))]
+    again_metrics, again_finals = evaluate(params)
+    assert len(recorder.evaluated) == 3 and len(spans) == 1  # nothing loaded or evaluated
+    pd.testing.assert_frame_equal(again_metrics, metrics)
+    assert again_finals == finals
+    assert finals["pb_B2_C8_natural_s0"]["span_scores"] == {"copy": {2: 0.5, 3: 0.5}}
+    # The run trained on: only its new checkpoint, and the span probes on the new final one.
+    folders[3] = tmp_path / "step_3"
+    folders[3].mkdir()
+    (folders[3] / "model.safetensors").write_bytes(b"w3")
+    recorder.checkpoints["real"].append((3, folders[3], 48.0))
+    evaluate(params)
+    assert [e[0] for e in recorder.evaluated[3:]] == [f"model:{folders[2]}", f"model:{folders[3]}"]
+    assert spans[1:] == [(f"model:{folders[3]}", (2, 3))]
+    # Other options: every checkpoint again.
+    evaluate({**params, "n_probes": 7})
+    assert len(recorder.evaluated) == 5 + 4
+
+
 @pytest.mark.parametrize(
     ("snippet_length", "options", "expected"),
     [(None, {"span_length": [4, 7]}, 6), (None, {"span_length": (4, 8)}, 6),

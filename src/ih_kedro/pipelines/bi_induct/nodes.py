@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from ih_kedro.science.evaluation.bi_induct import (
     runs_with_variants,
 )
 from ih_kedro.science.evaluation.bi_induct_runs import span_probe_scores
+from ih_kedro.science.evaluation.cache import cached, fingerprint, options_key
 from ih_kedro.science.evaluation.lm_eval_adapter import SCORE_COLUMNS
 from ih_kedro.science.statistics.plots import bi_induct as bi_induct_plots
 from ih_kedro.science.telemetry.checkpoints import list_checkpoints, load_checkpoint
@@ -59,6 +61,26 @@ def _sep_id(tokenizer: Any, training_params: Mapping[str, Any]) -> int:
     return sep
 
 
+def _evaluate_checkpoint_at(
+    path: Any,
+    eval_set: Any,
+    params: Mapping[str, Any],
+    pool: np.ndarray,
+    sep: int,
+    spans: list[int],
+) -> dict[str, Any]:
+    """One checkpoint's evaluation; with ``spans``, also its S SEP S probes of those spans
+    (``span_scores``: a fixed-offset copy shows up there)."""
+    model = load_checkpoint(path)
+    with torch.no_grad():
+        result = evaluate_checkpoint(model, eval_set, params)
+    if spans:
+        result = {**result, "span_scores": span_probe_scores(
+            model, pool, spans, sep, n_probes=int(params.get("n_probes", 32)),
+            seed=int(params.get("seed", 0)), min_layer=int(params.get("min_layer", 1)))}  # fmt: skip
+    return result
+
+
 def evaluate_runs(
     compute_table: pd.DataFrame,
     sweep_manifest: pd.DataFrame,
@@ -88,6 +110,9 @@ def evaluate_runs(
         span = round(sum(span) / 2)
     params = {**params, "snippet_length": params.get("snippet_length") or span}
     every = int(params.get("every_nth_checkpoint", 1))
+    # Each checkpoint's evaluation is kept beside it (science.evaluation.cache), keyed by these
+    # options and the evaluation set: an adaptive look evaluates only its new runs.
+    use_cache = bool(params.get("cache", False))
     n_validation = int(params.get("n_validation_sequences", 32))
     runs = runs_with_variants(sweep_manifest)
     eval_sets: dict[int, Any] = {}
@@ -104,22 +129,25 @@ def evaluate_runs(
         chosen = checkpoints[::every]
         if chosen[-1] is not checkpoints[-1]:
             chosen.append(checkpoints[-1])
-        for step, path, tokens_seen in tqdm(chosen, desc=f"bi_induct {run['run_name']}"):
-            model = load_checkpoint(path)
-            with torch.no_grad():
-                result = evaluate_checkpoint(model, eval_sets[context], params)
+        # The final model on S SEP S probes of several spans (its evaluation's span_scores).
+        spans = [int(s) for s in params.get("span_probe_spans") or [] if 2 * int(s) + 1 <= context]
+        key = fingerprint(options_key(params), eval_sets[context], pool, sep, spans)
+        for index, (step, path, tokens_seen) in enumerate(
+            tqdm(chosen, desc=f"bi_induct {run['run_name']}")
+        ):
+            final = index == len(chosen) - 1
+            evaluate = partial(_evaluate_checkpoint_at, path, eval_sets[context], params, pool,
+                               sep, spans if final else [])  # fmt: skip
+            result = cached(path, f"{key}:{final}", evaluate) if use_cache else evaluate()
+            span_scores = result.pop("span_scores", None) if final else None
             base = {"run_name": run["run_name"], "preset": run["preset"],
                     "variant": run["variant"], "seed": int(run["seed"]), "step": int(step),
                     "tokens_seen": float(tokens_seen)}  # fmt: skip
             for metric, value in checkpoint_summary(result).items():
                 rows.append({**base, "metric": metric, "value": float(value)})
             finals[run["run_name"]] = {**result, "step": int(step)}
-        # The final model on S SEP S probes of several spans: a fixed-offset copy shows up here.
-        spans = [int(s) for s in params.get("span_probe_spans") or [] if 2 * int(s) + 1 <= context]
-        if spans:
-            finals[run["run_name"]]["span_scores"] = span_probe_scores(
-                model, pool, spans, sep, n_probes=int(params.get("n_probes", 32)),
-                seed=int(params.get("seed", 0)), min_layer=int(params.get("min_layer", 1)))  # fmt: skip
+            if span_scores is not None:
+                finals[run["run_name"]]["span_scores"] = span_scores
         repeated = getattr(eval_sets[context], "repeated", None)  # (n, 2L) repeated probes
         if repeated is not None:
             finals[run["run_name"]]["repeated_length"] = int(repeated.shape[1]) // 2
