@@ -46,6 +46,7 @@ def test_registry_has_the_reference_arm_only_in_its_own_pipeline(project_root: P
     # Its own tables: law_mechanisms.csv stays law_mechanisms' own.
     outputs = pipelines["law_mechanisms_reference"].all_outputs()
     assert {"law_mechanisms.reference_fits", "law_mechanisms.reference_contrasts",
+            "law_mechanisms.reference_warmup",
             "law_mechanisms.reference_exponents_plot"} <= outputs  # fmt: skip
     assert "law_mechanisms.mechanism_fits" not in outputs
 
@@ -133,6 +134,12 @@ def test_law_mechanisms_reference_kedro_run_end_to_end(tmp_path: Path) -> None:
         (REFERENCE_ARM, "setup_check"),
     ]
     assert (reporting / "reference_exponents.png").stat().st_size > 0
+    # Warm-up 1 % of floor(6,400 / (B·C)) steps: 1 at B4 C16 (100 steps), 0 at B4 C32 (50).
+    warmup = pd.read_csv(reporting / "law_mechanisms_reference_warmup.csv")
+    assert warmup[["batch_size", "context_length", "warmup_steps", "horizon_steps",
+                   "n_runs", "n_emerged"]].values.tolist() == [[4, 16, 1, 100, 1, 0],
+                                                               [4, 32, 0, 50, 1, 0]]  # fmt: skip
+    assert warmup["warmup_share"].isna().all()  # nothing emerged
     assert not (reporting / "law_mechanisms.csv").exists()
     models = project / "data" / "06_models"
     trained = {}

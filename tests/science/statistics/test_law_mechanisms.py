@@ -28,6 +28,7 @@ from ih_kedro.science.statistics.law_mechanisms import (
     mechanism_fit_table,
     size_term_fit,
     table_columns,
+    warmup_share_table,
 )
 from tests.science.statistics.cr2_reference import cr2_reference
 
@@ -336,3 +337,23 @@ def test_size_term_needs_two_levels_of_size_b_and_c() -> None:
     tied["n_parameters"] = tied["batch_size"] * 1e5
     with pytest.raises(ValueError, match="collinear"):
         size_term_fit(tied)
+
+
+def test_warmup_share_is_warmup_over_the_median_emergence_step_per_cell() -> None:
+    """Censored runs and runs of another cell do not count; a cell without an emerged run has
+    no share; rows come smallest B·C first."""
+    rows = pd.DataFrame({
+        "batch_size": [32, 32, 32, 128, 128, 128, 64],
+        "context_length": [32, 32, 32, 128, 128, 128, 64],
+        "step": [1000.0, 1200.0, 5000.0, 800.0, 1000.0, np.nan, 900.0],
+        "status": ["emerged", "emerged", "censored", "emerged", "emerged", "censored", "emerged"],
+    })  # fmt: skip
+    schedule = {(128, 128): (40, 4000), (32, 32): (640, 64000), (32, 64): (320, 32000)}
+    table = warmup_share_table(rows, schedule)
+    assert table[["batch_size", "context_length", "n_runs", "n_emerged"]].values.tolist() == [
+        [32, 32, 3, 2], [32, 64, 0, 0], [128, 128, 3, 2]]  # fmt: skip
+    assert table["emergence_step_median"].tolist()[0] == 1100.0
+    assert table["warmup_share"].tolist()[0] == pytest.approx(640 / 1100)
+    assert math.isnan(table["warmup_share"].tolist()[1])
+    assert table["warmup_share"].tolist()[2] == pytest.approx(40 / 900)
+    assert table["tokens_per_step"].tolist() == [1024, 2048, 16384]

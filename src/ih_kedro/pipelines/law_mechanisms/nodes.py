@@ -29,12 +29,14 @@ from ih_kedro.science.statistics.law_mechanisms import (
     mechanism_contrasts,
     mechanism_fit_table,
     size_term_fit,
+    warmup_share_table,
 )
 from ih_kedro.science.statistics.paired_seeds import json_safe
 from ih_kedro.science.statistics.plots.law import (
     plot_mechanism_exponents,
     plot_repetition_curves,
 )
+from ih_kedro.science.training.grid import expand_grid
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +160,22 @@ def reference_contrast_table(
                     "[%.3f, %.3f] (%s)", row.arm, row.reference, row.delta_b,
                     row.delta_b_ci_low, row.delta_b_ci_high, row.verdict_b, row.delta_a,
                     row.delta_a_ci_low, row.delta_a_ci_high, row.verdict_a)  # fmt: skip
+    return table
+
+
+def reference_warmup_table(
+    emergence_table: pd.DataFrame, params: dict[str, Any], training: dict[str, Any]
+) -> pd.DataFrame:
+    """``law_mechanisms_reference_warmup.csv``: per (B, C) of the reference arm, its warm-up
+    and horizon steps (from its training parameters, as the runs computed them) and the warm-up
+    over the measured median emergence step (``statistics.law_mechanisms.warmup_share_table``)."""
+    schedule = {(c.batch_size, c.context_length): c.lr_schedule_steps()
+                for c in expand_grid(training)}  # fmt: skip
+    table = warmup_share_table(_rows(emergence_table, params), schedule)
+    for row in table.itertuples(index=False):
+        logger.info("reference_schedule B%d C%d: warm-up %d steps, median emergence %.0f "
+                    "steps, share %.3f", row.batch_size, row.context_length, row.warmup_steps,
+                    row.emergence_step_median, row.warmup_share)  # fmt: skip
     return table
 
 

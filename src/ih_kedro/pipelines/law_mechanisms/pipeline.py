@@ -32,6 +32,7 @@ from .nodes import (
     mechanism_exponents_figure,
     mechanism_fits,
     reference_contrast_table,
+    reference_warmup_table,
     repetition_curves,
     repetition_curves_figure,
     size_term,
@@ -134,9 +135,22 @@ def create_pipeline(arms: tuple[str, ...] = ARMS, **kwargs) -> Pipeline:  # noqa
 
 def reference_fits_pipeline() -> Pipeline:
     """The laws of :data:`REFERENCE_ARMS`, their contrasts (each against ``today``, and the
-    reference arm against ``setup_check``) and the exponents figure, in their own datasets
-    (``law_mechanisms.reference_*``: ``law_mechanisms.csv`` stays ``law_mechanisms``' own)."""
-    return laws_pipeline(REFERENCE_ARMS, "reference", reference_contrast_table)
+    reference arm against ``setup_check``), the exponents figure and the reference arm's warm-up
+    against its measured emergence, in their own datasets (``law_mechanisms.reference_*``:
+    ``law_mechanisms.csv`` stays ``law_mechanisms``' own)."""
+    table = f"{EXPERIMENT}.{REFERENCE_ARM}.emergence_table"
+    training = f"params:{EXPERIMENT}.{REFERENCE_ARM}.training"
+    warmup = Pipeline(
+        [
+            Node(reference_warmup_table, [table, f"params:{EXPERIMENT}.fits", training],
+                 f"{EXPERIMENT}.reference_warmup", name="reference_warmup"),
+        ],
+        namespace=EXPERIMENT,
+        inputs={table},
+        parameters={f"params:{EXPERIMENT}.fits", training},
+        outputs={f"{EXPERIMENT}.reference_warmup"},
+    )  # fmt: skip
+    return laws_pipeline(REFERENCE_ARMS, "reference", reference_contrast_table) + warmup
 
 
 def reference_pipeline() -> Pipeline:

@@ -467,3 +467,49 @@ def mechanism_contrasts(
         }  # fmt: skip
         rows.append(row)
     return pd.DataFrame(rows, columns=CONTRAST_COLUMNS)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference schedule's warm-up against the measured emergence.
+
+WARMUP_COLUMNS = [
+    "batch_size",
+    "context_length",
+    "tokens_per_step",
+    "warmup_steps",
+    "horizon_steps",
+    "n_runs",
+    "n_emerged",
+    "emergence_step_median",
+    "warmup_share",
+]
+
+
+def warmup_share_table(
+    table: pd.DataFrame, schedule: Mapping[tuple[int, int], tuple[int, int]]
+) -> pd.DataFrame:
+    """Per (B, C) cell of ``schedule`` (``(B, C) -> (warm-up steps, horizon steps)``): how long
+    the warm-up lasts against the measured emergence. ``warmup_share`` = warm-up steps over the
+    median emergence step of the cell's emerged runs (= warm-up tokens over emergence tokens,
+    B·C being fixed in a cell); NaN where no run emerged. The reference's token-fixed warm-up
+    spans about 0.6 at its smallest B·C to 0.03 at its largest: this table checks that an arm
+    meant to mimic it does. One row per cell, smallest B·C first (:data:`WARMUP_COLUMNS`).
+    """
+    emerged = table.loc[emerged_mask(table)] if len(table) else table
+    rows = []
+    for (batch, context), (warmup, horizon) in sorted(
+        schedule.items(), key=lambda item: (item[0][0] * item[0][1], item[0])
+    ):
+        cell = (table["batch_size"] == batch) & (table["context_length"] == context)
+        steps = pd.to_numeric(
+            emerged.loc[cell.loc[emerged.index], "step"], errors="coerce"
+        ).to_numpy(dtype=float)  # (n_emerged,)
+        median = float(np.median(steps)) if len(steps) else float("nan")
+        rows.append({
+            "batch_size": int(batch), "context_length": int(context),
+            "tokens_per_step": int(batch) * int(context), "warmup_steps": int(warmup),
+            "horizon_steps": int(horizon), "n_runs": int(cell.sum()), "n_emerged": len(steps),
+            "emergence_step_median": median,
+            "warmup_share": int(warmup) / median if len(steps) else float("nan"),
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=WARMUP_COLUMNS)
