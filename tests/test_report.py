@@ -82,6 +82,18 @@ def test_a_changed_summary_is_rendered_into_readme_and_doc(copied_docs: Path) ->
     )
 
 
+def test_two_experiments_sharing_a_doc_are_both_rendered(copied_docs: Path) -> None:
+    """law_mechanisms and law_mechanisms_reference render into one doc: a change to the first
+    survives the second's rendering (it was overwritten once, and `check` could not see it)."""
+    path = copied_docs / "docs" / "results" / "law_mechanisms.json"
+    summary = json.loads(path.read_text())
+    summary["verdicts"][0]["verdict"] = "changed verdict"
+    path.write_text(json.dumps(summary))
+    doc = report.rendered_documents(copied_docs)[copied_docs / "docs" / "law_mechanisms.md"]
+    assert "**changed verdict**" in doc
+    assert "<!-- results:law_mechanisms_reference:start -->\n*Rendered by" in doc
+
+
 def test_missing_markers_fail_naming_the_document() -> None:
     with pytest.raises(ValueError, match=r"docs/x.md: no <!-- a --> \.\.\. <!-- b --> markers"):
         report.replace_between("no markers here", "<!-- a -->", "<!-- b -->", "x", "docs/x.md")
@@ -371,3 +383,99 @@ def test_dose_response_rows_match_the_committed_table_format() -> None:
                      "seeds formed (of 3)": "3", "median S* (steps)": "893.1",
                      "top head's excess drop [95 % CI]": "0.024 [-0.047, 0.094]",
                      "chosen": "True"}]  # fmt: skip
+
+
+def _law_row(arm: str, a: tuple, b: tuple, n_runs: int, n_emerged: int) -> dict:
+    return {"arm": arm, "n_runs": n_runs, "n_emerged": n_emerged, "a": a[0], "a_ci_low": a[1],
+            "a_ci_high": a[2], "b": b[0], "b_ci_low": b[1], "b_ci_high": b[2]}  # fmt: skip
+
+
+def _contrast_row(arm: str, reference: str, da: tuple, db: tuple, va: str, vb: str) -> dict:
+    return {"arm": arm, "reference": reference, "delta_a": da[0], "delta_a_ci_low": da[1],
+            "delta_a_ci_high": da[2], "delta_b": db[0], "delta_b_ci_low": db[1],
+            "delta_b_ci_high": db[2], "verdict_a": va, "verdict_b": vb}  # fmt: skip
+
+
+def test_collect_law_mechanisms_reference_answers_in_plain_words(tmp_path: Path) -> None:
+    """The reference arm's law and its two contrasts become numbers, verdicts and a note that
+    names each contrast's verdict in words; the other arms' numbers stay out of the headline."""
+    folder = tmp_path / "law_mechanisms"
+    folder.mkdir()
+    pd.DataFrame([
+        _law_row("today", (0.9, 0.8, 1.0), (-0.05, -0.2, 0.1), 12, 12),
+        _law_row("setup_check", (0.7, 0.5, 0.9), (0.4, 0.0, 0.8), 12, 11),
+        _law_row("reference_schedule", (1.2, 1.0, 1.4), (0.6, 0.45, 0.75), 18, 17),
+    ]).to_csv(folder / "law_mechanisms_reference.csv", index=False)  # fmt: skip
+    pd.DataFrame([
+        _contrast_row("setup_check", "today", (-0.2, -0.4, 0.0), (0.45, 0.01, 0.88), "undecided", "moves toward"),
+        _contrast_row("reference_schedule", "today", (0.3, 0.1, 0.5), (0.65, 0.4, 0.9), "moves away", "moves toward"),
+        _contrast_row("reference_schedule", "setup_check", (0.5, 0.2, 0.8), (0.05, -0.1, 0.15), "moves away", "no effect"),
+    ]).to_csv(folder / "law_mechanisms_reference_contrasts.csv", index=False)  # fmt: skip
+    pd.DataFrame([
+        {"batch_size": 32, "context_length": 32, "warmup_share": 0.5818},
+        {"batch_size": 32, "context_length": 64, "warmup_share": None},
+        {"batch_size": 128, "context_length": 128, "warmup_share": 0.0444},
+    ]).to_csv(folder / "law_mechanisms_reference_warmup.csv", index=False)  # fmt: skip
+    body = report.COLLECTORS["law_mechanisms_reference"](tmp_path)
+    assert body["runs"] == {"emerged": 40, "total": 42}
+    headline = [(n["name"], n["estimate"], n["ci_low"], n["ci_high"])
+                for n in body["numbers"] if n["headline"]]  # fmt: skip
+    assert headline == [
+        ("b `reference_schedule`", 0.6, 0.45, 0.75),
+        ("Δb `reference_schedule` − `today`", 0.65, 0.4, 0.9),
+        ("Δb `reference_schedule` − `setup_check`", 0.05, -0.1, 0.15),
+    ]
+    assert [(v["claim"], v["verdict"], v["headline"]) for v in body["verdicts"]] == [
+        (
+            "the token-fixed schedule gives the published b = 0.5",
+            "consistent (its CI includes 0.5)",
+            True,
+        ),
+        ("`setup_check` moves b toward 0.5 (against `today`)", "moves toward", True),
+        ("`reference_schedule` moves b toward 0.5 (against `today`)", "moves toward", True),
+        ("`reference_schedule` moves b toward 0.5 (against `setup_check`)", "no effect", True),
+    ]
+    assert (
+        body["verdicts"][3]["detail"] == "Δb 0.05 [−0.10, 0.15]; Δa 0.50 [0.20, 0.80] (moves away)"
+    )
+    assert body["notes"] == [
+        "The design check: the warm-up lasted 0.58 of the median emergence step at B 32 × C 32 "
+        "and 0.04 at B 128 × C 128 (the reference's range: about 0.6 to 0.03; "
+        "`law_mechanisms_reference_warmup.csv`).",
+        "In plain words: with warm-up and cosine fixed in tokens (so both last ∝ 1/(B·C) steps), "
+        "the fitted context exponent is b = 0.60 [0.45, 0.75]; its CI includes the published "
+        "0.5; against `today` it moves b toward "
+        "the published 0.5; against `setup_check` it leaves b where it is (its difference lies "
+        "inside the margin).",
+    ]
+    # b's CI below the published 0.5 is said so.
+    pd.DataFrame([_law_row("reference_schedule", (0.7, 0.6, 0.9), (-0.22, -0.42, -0.01), 18, 18)]
+                 ).to_csv(folder / "law_mechanisms_reference.csv", index=False)  # fmt: skip
+    below = report.COLLECTORS["law_mechanisms_reference"](tmp_path)
+    assert (
+        "b = −0.22 [−0.42, −0.01]; its CI lies below the published 0.5; against"
+        in (below["notes"][-1])
+    )
+    assert below["verdicts"][0]["verdict"] == "contradicted (b below 0.5)"
+    # A missing table means "not run here": collect keeps the committed summary.
+    with pytest.raises(FileNotFoundError):
+        report.COLLECTORS["law_mechanisms_reference"](tmp_path / "elsewhere")
+
+
+def test_reference_warmup_rows_print_the_design_check() -> None:
+    rows = report.reference_warmup_rows([
+        {"batch_size": "32", "context_length": "32", "tokens_per_step": "1024",
+         "warmup_steps": "640", "horizon_steps": "64000", "n_runs": "3", "n_emerged": "3",
+         "emergence_step_median": "1100.26", "warmup_share": "0.58168"},
+        {"batch_size": "128", "context_length": "128", "tokens_per_step": "16384",
+         "warmup_steps": "40", "horizon_steps": "4000", "n_runs": "3", "n_emerged": "0",
+         "emergence_step_median": "", "warmup_share": ""},
+    ])  # fmt: skip
+    assert rows == [
+        {"B": "32", "C": "32", "B·C": "1024", "warm-up (steps)": "640",
+         "cosine horizon (steps)": "64000", "runs formed": "3 of 3",
+         "median S* (steps)": "1100.3", "warm-up / S*": "0.582"},
+        {"B": "128", "C": "128", "B·C": "16384", "warm-up (steps)": "40",
+         "cosine horizon (steps)": "4000", "runs formed": "0 of 3", "median S* (steps)": "",
+         "warm-up / S*": ""},
+    ]  # fmt: skip

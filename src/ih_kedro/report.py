@@ -98,6 +98,18 @@ EXPERIMENTS: dict[str, dict[str, Any]] = {
             "law_mechanisms.today.training.seeds",
         ],
     },
+    "law_mechanisms_reference": {
+        "title": "Why C does (not) act: the reference's token-fixed schedule",
+        "command": "kedro run --pipeline=law_mechanisms_reference",
+        "doc": "docs/law_mechanisms.md",
+        "design": [
+            "law_mechanisms.reference_schedule.training.batch_sizes",
+            "law_mechanisms.reference_schedule.training.context_lengths",
+            "law_mechanisms.reference_schedule.training.seeds",
+            "law_mechanisms.reference_schedule.training.horizon_tokens",
+            "law_mechanisms.reference_schedule.training.warmup_fraction",
+        ],
+    },
     "bi_induct": {
         "title": "Bi-Induct: are engineered induction signatures load-bearing?",
         "command": "kedro run --pipeline=bi_induct",
@@ -294,24 +306,103 @@ def _markov(reporting: Path) -> dict[str, Any]:
 
 
 def _law_mechanisms(reporting: Path) -> dict[str, Any]:
-    folder = reporting / "law_mechanisms"
-    with (folder / "law_mechanisms_contrasts.csv").open() as handle:
-        contrasts = list(csv.DictReader(handle))
-    numbers, rows = [], []
-    for row in contrasts:
-        arm = row.get("arm", "?")
-        numbers.append(
-            number(
-                f"Δb `{arm}` − `today`",
-                {
-                    "estimate": _float(row.get("delta_b")),
-                    "ci_low": _float(row.get("delta_b_ci_low")),
-                    "ci_high": _float(row.get("delta_b_ci_high")),
-                },
-            )
-        )
-        rows.append({"claim": f"`{arm}` moves b toward 0.5", "verdict": row.get("verdict_b", "")})
+    contrasts = _csv(reporting / "law_mechanisms" / "law_mechanisms_contrasts.csv")
+    numbers = [
+        _exponent(f"Δb `{row.get('arm', '?')}` − `today`", row, "delta_b") for row in contrasts
+    ]
+    rows = [
+        {"claim": f"`{row.get('arm', '?')}` moves b toward 0.5", "verdict": row.get("verdict_b")}
+        for row in contrasts
+    ]
     return {"numbers": numbers, "verdicts": rows, "runs": {}}
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def _exponent(name: str, row: Mapping[str, str], column: str, **extra: Any) -> dict[str, Any]:
+    """``column`` of a law/contrast row with its ``_ci_low`` / ``_ci_high`` as a number."""
+    return number(name, {"estimate": _float(row.get(column)),
+                         "ci_low": _float(row.get(f"{column}_ci_low")),
+                         "ci_high": _float(row.get(f"{column}_ci_high"))}, **extra)  # fmt: skip
+
+
+# A contrast verdict (science.statistics.law_mechanisms.contrast_verdict) in plain words.
+_MOVES = {
+    "moves toward": "moves b toward the published 0.5",
+    "moves away": "moves b away from the published 0.5",
+    "no effect": "leaves b where it is (its difference lies inside the margin)",
+    "undecided": "leaves it open whether b moves (the CI crosses the margin)",
+}
+
+
+def _law_mechanisms_reference(reporting: Path) -> dict[str, Any]:
+    """``reference_schedule``'s law (a, b with CIs) and its contrasts with ``today`` and
+    ``setup_check`` (``law_mechanisms_reference*.csv``), with the answer in plain words."""
+    folder = reporting / "law_mechanisms"
+    laws = {row["arm"]: row for row in _csv(folder / "law_mechanisms_reference.csv")}
+    contrasts = _csv(folder / "law_mechanisms_reference_contrasts.csv")
+    numbers = []
+    for arm, row in laws.items():
+        headline = arm == "reference_schedule"
+        numbers.append(_exponent(f"b `{arm}`", row, "b", headline=headline))
+        numbers.append(_exponent(f"a `{arm}`", row, "a", headline=False))
+    rows, answer = [], []
+    for row in contrasts:
+        arm, reference = row.get("arm", "?"), row.get("reference", "?")
+        numbers.append(_exponent(f"Δb `{arm}` − `{reference}`", row, "delta_b",
+                                 headline=arm == "reference_schedule"))  # fmt: skip
+        verdict = row.get("verdict_b", "")
+        rows.append({"claim": f"`{arm}` moves b toward 0.5 (against `{reference}`)",
+                     "verdict": verdict, "headline": True,
+                     "detail": f"Δb {_interval_text(row, 'delta_b')}; "
+                               f"Δa {_interval_text(row, 'delta_a')} ({row.get('verdict_a')})"})  # fmt: skip
+        if arm == "reference_schedule":
+            answer.append(f"against `{reference}` it {_MOVES.get(verdict, verdict)}")
+    reference_law = laws.get("reference_schedule", {})
+    total = sum(int(_float(r.get("n_runs")) or 0) for r in laws.values())
+    emerged = sum(int(_float(r.get("n_emerged")) or 0) for r in laws.values())
+    notes = []
+    warmup_path = folder / "law_mechanisms_reference_warmup.csv"
+    warmup = _csv(warmup_path) if warmup_path.exists() else []
+    shares = [row for row in warmup if _float(row.get("warmup_share")) is not None]
+    if shares:
+        first, last = shares[0], shares[-1]
+        notes.append(
+            "The design check: the warm-up lasted "
+            f"{fmt(_float(first['warmup_share']))} of the median emergence step at "
+            f"B {first['batch_size']} × C {first['context_length']} and "
+            f"{fmt(_float(last['warmup_share']))} at B {last['batch_size']} × C "
+            f"{last['context_length']} (the reference's range: about 0.6 to 0.03; "
+            "`law_mechanisms_reference_warmup.csv`)."
+        )
+    high, low = _float(reference_law.get("b_ci_high")), _float(reference_law.get("b_ci_low"))
+    published, verdict = (
+        ("its CI lies below the published 0.5", "contradicted (b below 0.5)")
+        if high is not None and high < 0.5
+        else ("its CI lies above the published 0.5", "contradicted (b above 0.5)")
+        if low is not None and low > 0.5
+        else ("its CI includes the published 0.5", "consistent (its CI includes 0.5)")
+    )  # fmt: skip
+    if reference_law:
+        rows.insert(0, {"claim": "the token-fixed schedule gives the published b = 0.5",
+                        "verdict": verdict, "headline": True,
+                        "detail": f"b {_interval_text(reference_law, 'b')}"})  # fmt: skip
+    if answer:
+        notes.append(
+            "In plain words: with warm-up and cosine fixed in tokens (so both last ∝ 1/(B·C) "
+            f"steps), the fitted context exponent is b = {_interval_text(reference_law, 'b')}; "
+            f"{published}; " + "; ".join(answer) + "."
+        )
+    return {"numbers": numbers, "verdicts": rows, "runs": {"emerged": emerged, "total": total},
+            "notes": notes}  # fmt: skip
+
+
+def _interval_text(row: Mapping[str, str], column: str) -> str:
+    """``estimate [low, high]`` of a CSV row's ``column`` as the documents print it."""
+    return fmt_number(_exponent(column, row, column))
 
 
 BI_INDUCT_CLAIMS = {
@@ -373,6 +464,7 @@ COLLECTORS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "pareto": _pareto,
     "markov": _markov,
     "law_mechanisms": _law_mechanisms,
+    "law_mechanisms_reference": _law_mechanisms_reference,
     "bi_induct": _bi_induct,
 }
 
@@ -617,8 +709,8 @@ def rendered_documents(root: Path) -> dict[Path, str]:
     for summary in summaries:
         doc = root / summary["doc"]
         start, end = section_markers(summary["experiment"])
-        documents[doc] = replace_between(
-            doc.read_text(), start, end, render_section(summary), summary["doc"]
+        documents[doc] = replace_between(  # two experiments may share a doc
+            documents.get(doc, doc.read_text()), start, end, render_section(summary), summary["doc"]
         )
     for doc in sorted((root / "docs").glob("*.md")):
         text = documents.get(doc, doc.read_text())
@@ -691,9 +783,28 @@ def model_choice_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     return out
 
 
+def reference_warmup_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``law_mechanisms_reference_warmup.csv`` as ``docs/results/law_mechanisms_reference_warmup.csv``."""
+    out = []
+    for r in rows:
+        share = _float(r["warmup_share"])
+        out.append({
+            "B": r["batch_size"], "C": r["context_length"], "B·C": r["tokens_per_step"],
+            "warm-up (steps)": r["warmup_steps"], "cosine horizon (steps)": r["horizon_steps"],
+            "runs formed": f"{r['n_emerged']} of {r['n_runs']}",
+            "median S* (steps)": _steps(r["emergence_step_median"]),
+            "warm-up / S*": "" if share is None else f"{share:.3f}",
+        })  # fmt: skip
+    return out
+
+
 RESULT_TABLES: dict[str, tuple[str, Callable[[list[dict[str, str]]], list[dict[str, str]]]]] = {
     "base_calibration.csv": ("base_calibration/dose_response.csv", dose_response_rows),
     "model_choice.csv": ("model_choice/model_choice.csv", model_choice_rows),
+    "law_mechanisms_reference_warmup.csv": (
+        "law_mechanisms/law_mechanisms_reference_warmup.csv",
+        reference_warmup_rows,
+    ),
 }
 """``docs/results/<name>`` -> (its source under the reporting folder, the row transform)."""
 
