@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import signal
@@ -16,6 +17,7 @@ import torch
 from safetensors.torch import load_file
 
 from ih_kedro.science.telemetry.online import make_online_evaluator
+from ih_kedro.science.training import sweep
 from ih_kedro.science.training.checkpoints import CheckpointStore
 from ih_kedro.science.training.sweep import (
     ExecutorConfig,
@@ -263,3 +265,37 @@ def test_sweep_runs_under_a_kedro_style_active_parent(tmp_path):
     assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert run.info.experiment_id == parent.info.experiment_id
     assert Path(rows[0]["run_dir"]) == store.run_dir("solo")
+
+
+def test_complete_runs_are_answered_from_their_summaries_without_a_worker(tmp_path, monkeypatch):
+    """A rerun (an adaptive look) trains only the runs without a summary; the complete ones
+    come back from their summaries, in config order, and no executor starts when all are."""
+    packed = make_packed()
+    configs = [make_config(f"tiny_{i}", seed=i, max_steps=4, checkpoint_every=4,
+                           early_stop=False) for i in (0, 1)]  # fmt: skip
+    store = CheckpointStore(tmp_path / "store")
+    (first,) = run_sweep(configs[:1], packed, store, ExecutorConfig(kind="sequential"))
+    trained = []
+    execute = sweep.execute_run
+
+    def counting(task, board=None):
+        trained.append(task.config.run_name)
+        return execute(task, board)
+
+    monkeypatch.setattr(sweep, "execute_run", counting)
+    rows = run_sweep(configs, packed, store, ExecutorConfig(kind="sequential"))
+    assert trained == ["tiny_1"]
+    assert [r["run_name"] for r in rows] == ["tiny_0", "tiny_1"]
+    expected = {**first, "stop_reason": "already_complete"}  # NaN where the run never crossed
+    assert json.dumps(rows[0], sort_keys=True, default=str) == json.dumps(
+        expected, sort_keys=True, default=str
+    )
+    assert rows[1]["stop_reason"] == "budget" and rows[1]["steps_trained"] == 4
+
+    def no_ray(*args):
+        pytest.fail("a Ray instance was started for complete runs")
+
+    monkeypatch.setattr(sweep, "_run_on_ray", no_ray)
+    again = run_sweep(configs, packed, store, ExecutorConfig())
+    assert [r["stop_reason"] for r in again] == ["already_complete"] * 2
+    assert trained == ["tiny_1"]

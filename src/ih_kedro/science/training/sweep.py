@@ -216,6 +216,16 @@ def run_sweep(
         _prepare_store(tracking)
         if tracking.parent_run_id:
             _adopt_finished_runs(configs, store, tracking)
+    # Complete runs are answered here from their summaries: no worker starts (under Ray each
+    # would cost a process and a torch import only to find the summary).
+    done = {
+        config.run_name: manifest_row({**summary, "stop_reason": "already_complete"})
+        for config in configs
+        if (summary := store.read_summary(config.run_name)) is not None
+    }
+    if done:
+        logger.info("training sweep: %d of %d runs already complete, skipped", len(done),
+                    len(configs))  # fmt: skip
     source = TokenSource.of(packed)
     tasks = [
         RunTask(
@@ -230,6 +240,7 @@ def run_sweep(
             workdir=os.getcwd(),
         )
         for config in configs
+        if config.run_name not in done
     ]
     logger.info(
         "training sweep: %d runs into %s (executor %s, %s CPU / %s GPU per run, %d rank(s))",
@@ -240,17 +251,20 @@ def run_sweep(
         executor.num_gpus_per_run,
         executor.ranks_per_run,
     )
-    if executor.kind == "sequential":
+    if not tasks:
+        results, failures = {}, {}
+    elif executor.kind == "sequential":
         check_resources(executor, local_resources())
         results, failures = _run_sequential(tasks, executor)
     else:
         results, failures = _run_on_ray(tasks, executor)
+    results = {**done, **results}
     if failures:
         raise SweepFailedError(failures, len(tasks))
     missing = [t.config.run_name for t in tasks if t.config.run_name not in results]
     if missing:  # defensive: every task either returned or failed
         raise SweepFailedError(dict.fromkeys(missing, "no result returned"), len(tasks))
-    return [results[t.config.run_name] for t in tasks]
+    return [results[config.run_name] for config in configs]
 
 
 def _prepare_store(tracking: TrackingSpec) -> None:
