@@ -1,9 +1,10 @@
 """Multi-rank runs: a run of ``ranks_per_run=2`` is one DeepSpeed job of two gloo ranks.
 
-With the same global batch (each rank takes half), the 2-rank run ends with the 1-rank run's
-weights within fp32 tolerance, at the same checkpoint steps, as one nested MLflow run; a 2-rank
-job killed mid-way (``kill -9`` of the launcher and both ranks) resumes and ends bitwise-equal
-to the uninterrupted 2-rank run.
+With the same global batch (each rank takes half), the 2-rank run (ZeRO-2, chunked loss: the
+GPU path's recipe) ends with the 1-rank run's weights (full loss, no ZeRO) within fp32
+tolerance, at the same checkpoint steps, as one nested MLflow run; a 2-rank job killed mid-way
+(``kill -9`` of the launcher and both ranks) resumes and ends bitwise-equal to the
+uninterrupted 2-rank run.
 """
 
 from __future__ import annotations
@@ -46,10 +47,13 @@ run_sweep(configs, packed, CheckpointStore(root),
 """
 
 
-def configs(max_steps: int = STEPS) -> list:
-    return [
-        make_config("pair", batch_size=8, max_steps=max_steps, checkpoint_every=4, early_stop=False)
-    ]
+def configs(max_steps: int = STEPS, *, two_rank_recipe: bool = False) -> list:
+    """The one run compared. ``two_rank_recipe``: the 2-rank jobs' recipe, ZeRO-2 with the
+    chunked loss (the GPU path's), against the 1-rank run's full loss without ZeRO."""
+    recipe = {"loss_implementation": "chunked",
+              "deepspeed": {"zero_optimization": {"stage": 2}}} if two_rank_recipe else {}  # fmt: skip
+    return [make_config("pair", batch_size=8, max_steps=max_steps, checkpoint_every=4,
+                        early_stop=False, **recipe)]  # fmt: skip
 
 
 def weights(store: CheckpointStore, name: str = "pair") -> dict:
@@ -71,7 +75,8 @@ def straight_two_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict:
     parent = client.create_run(experiment, run_name="kedro run").info.run_id
     store = CheckpointStore(root / "two")
     tracking = TrackingSpec(mlflow.get_tracking_uri(), parent)
-    (row,) = run_sweep(configs(), make_packed(), store, two_ranks(), tracking=tracking)
+    (row,) = run_sweep(configs(two_rank_recipe=True), make_packed(), store, two_ranks(),
+                       tracking=tracking)  # fmt: skip
     return {"store": store, "row": row, "experiment": experiment, "parent": parent}
 
 
@@ -103,7 +108,7 @@ def test_killed_two_rank_job_resumes_like_an_uninterrupted_one(tmp_path, straigh
 
     root = tmp_path / "killed"
     spec = tmp_path / "spec.pkl"
-    spec.write_bytes(pickle.dumps((configs(), packed, str(root))))
+    spec.write_bytes(pickle.dumps((configs(two_rank_recipe=True), packed, str(root))))
     script = tmp_path / "sweep.py"
     script.write_text(KILL_SCRIPT)
     rendezvous = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}
@@ -126,7 +131,7 @@ def test_killed_two_rank_job_resumes_like_an_uninterrupted_one(tmp_path, straigh
     killed_at = store.latest_deepspeed_tag("pair")
     assert killed_at is not None and killed_at < "step_0000060"
 
-    (row,) = run_sweep(configs(), packed, store, two_ranks())
+    (row,) = run_sweep(configs(two_rank_recipe=True), packed, store, two_ranks())
     assert row["steps_trained"] == 60
     assert store.checkpoint_steps("pair") == straight.checkpoint_steps("pair")
     a, b = weights(straight), weights(store)
