@@ -20,7 +20,7 @@ from kedro.framework.project import pipelines  # noqa: E402
 from kedro.framework.startup import bootstrap_project  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
-from ih_kedro.pipelines.bi_induct.nodes import (  # noqa: E402
+from ih_kedro.pipelines.bi_induct.lm_eval_nodes import (  # noqa: E402
     LM_EVAL_COLUMNS,
     evaluate_lm_eval,
     log_lm_eval_to_mlflow,

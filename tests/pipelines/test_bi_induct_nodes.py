@@ -23,19 +23,21 @@ import pandas as pd
 import pytest
 import torch
 
-from ih_kedro.pipelines.bi_induct import nodes
-from ih_kedro.pipelines.bi_induct.nodes import (
-    CHECKPOINT_COLUMNS,
+from ih_kedro.pipelines.bi_induct import lm_eval_nodes, nodes
+from ih_kedro.pipelines.bi_induct.lm_eval_nodes import (
     LM_EVAL_COLUMNS,
     MLFLOW_BATCH,
     _lm_eval_metric,
     _log_in_batches,
+    evaluate_lm_eval,
+    log_lm_eval_to_mlflow,
+)
+from ih_kedro.pipelines.bi_induct.nodes import (
+    CHECKPOINT_COLUMNS,
     _sep_id,
     build_results_table,
-    evaluate_lm_eval,
     evaluate_runs,
     log_bi_induct_to_mlflow,
-    log_lm_eval_to_mlflow,
     matched_compute,
     plot_ablation_over_training,
     plot_perplexity_gap,
@@ -47,7 +49,7 @@ from ih_kedro.science.evaluation.bi_induct import RESULT_COLUMNS
 from ih_kedro.science.evaluation.lm_eval_adapter import SCORE_COLUMNS
 
 EOS, SEP = 0, 7
-LOGGER = "ih_kedro.pipelines.bi_induct.nodes"
+LOGGER = "ih_kedro.pipelines.bi_induct"  # the nodes modules log under it
 
 
 class FakeTokenizer:
@@ -65,7 +67,7 @@ def _run(preset: str, batch: int, context: int, label: str, seed: int, **extra: 
 
 
 def _messages(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
-    return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == LOGGER]
+    return [(r.levelno, r.getMessage()) for r in caplog.records if r.name.startswith(LOGGER)]
 
 
 # ------------------------------------------------------------------ run names, matched compute
@@ -165,6 +167,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     for name in ("make_eval_set", "list_checkpoints", "load_checkpoint", "evaluate_checkpoint",
                  "checkpoint_summary", "tqdm"):  # fmt: skip
         monkeypatch.setattr(nodes, name, getattr(rec, name))
+    monkeypatch.setattr(lm_eval_nodes, "list_checkpoints", rec.list_checkpoints)
     return rec
 
 

@@ -26,12 +26,11 @@ from .claims_nodes import (
     log_claims_to_mlflow,
     plot_load_bearing,
 )
+from .lm_eval_nodes import evaluate_lm_eval, log_lm_eval_to_mlflow
 from .nodes import (
     build_results_table,
-    evaluate_lm_eval,
     evaluate_runs,
     log_bi_induct_to_mlflow,
-    log_lm_eval_to_mlflow,
     matched_compute,
     plot_ablation_over_training,
     plot_perplexity_gap,

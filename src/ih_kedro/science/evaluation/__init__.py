@@ -11,6 +11,8 @@ the packaged task files) on a checkpoint.
   ``runs_with_variants``, ``top_induction_heads``
 - ``bi_induct_runs``: ``run_table``, ``span_probe_scores``, ``span_probe_table``,
   ``load_bearing_curves``
+- ``cache``: ``cached``, ``fingerprint``, ``options_key`` (evaluations kept beside their
+  checkpoint)
 - ``in_context_copy``: ``copy_probes``, ``copy_accuracy``
 - ``function_vectors``: ``generate_tasks``, ``build_prompts``, ``encode_prompts``,
   ``prompt_correct``, ``bootstrap_mean_ci``
