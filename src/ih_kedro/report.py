@@ -817,8 +817,7 @@ def collect_tables(reporting: Path, results_dir: Path) -> list[Path]:
         if not path.exists():
             logger.info("%s: no %s; kept the committed table", name, path)
             continue
-        with path.open() as handle:
-            rows = transform(list(csv.DictReader(handle)))
+        rows = transform(_csv(path))
         target = results_dir / name
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("w", newline="") as handle:

@@ -495,15 +495,15 @@ def warmup_share_table(
     spans about 0.6 at its smallest B·C to 0.03 at its largest: this table checks that an arm
     meant to mimic it does. One row per cell, smallest B·C first (:data:`WARMUP_COLUMNS`).
     """
-    emerged = table.loc[emerged_mask(table)] if len(table) else table
+    emerged = emerged_mask(table)  # (n,)
     rows = []
     for (batch, context), (warmup, horizon) in sorted(
         schedule.items(), key=lambda item: (item[0][0] * item[0][1], item[0])
     ):
-        cell = (table["batch_size"] == batch) & (table["context_length"] == context)
-        steps = pd.to_numeric(
-            emerged.loc[cell.loc[emerged.index], "step"], errors="coerce"
-        ).to_numpy(dtype=float)  # (n_emerged,)
+        cell = ((table["batch_size"] == batch) & (table["context_length"] == context)).to_numpy()
+        steps = pd.to_numeric(table.loc[cell & emerged, "step"]).to_numpy(
+            dtype=float
+        )  # (n_emerged,)
         median = float(np.median(steps)) if len(steps) else float("nan")
         rows.append({
             "batch_size": int(batch), "context_length": int(context),
