@@ -21,6 +21,7 @@ from ih_kedro.science.training.tracking import (
     NOTE_TAG,
     describe_experiment,
     end_running_children,
+    retry_locked,
 )
 
 logger = logging.getLogger(__name__)
@@ -272,7 +273,9 @@ class InterruptedRunHooks:
             end_running_children(mlflow.MlflowClient(), run_id)
         except Exception:  # noqa: BLE001 - the parent is ended whatever happens here
             logger.exception("could not end the nested runs of MLflow run %s", run_id)
-        mlflow.end_run(status="KILLED")
+        # Retried like every other write of the store: under CPU starvation this write once
+        # waited past SQLite's busy timeout ("database is locked", a loaded test machine).
+        retry_locked(lambda: mlflow.end_run(status="KILLED"))
         self._running = False
         logger.warning("kedro run interrupted: MLflow run %s marked KILLED", run_id)
 

@@ -4,6 +4,7 @@ and the seeds-needed projection."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -176,3 +177,41 @@ def test_projection_of_claim_2_as_measured():
     assert result["distance"] == pytest.approx(0.07)
     assert result["sd"] == pytest.approx(sd)
     assert 5 <= result["seeds_needed"] <= 12
+
+
+def test_the_default_bi_induct_plan_and_its_simulation_are_the_documented_ones():
+    """docs/bi_induct.md quotes the default plan's levels and its simulated error rate and power
+    (10,000 experiments): recomputed here from conf/base, so the document cannot drift."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[3]
+    conf = yaml.safe_load((root / "conf/base/parameters_bi_induct.yml").read_text())["bi_induct"]
+    adaptive = conf["evaluation"]["adaptive_seeds"]
+    assert adaptive["planned"] == len(conf["training"]["seeds"])
+    doc = " ".join((root / "docs/bi_induct.md").read_text().split())
+
+    def plan(correction):
+        return SequentialPlan(planned=adaptive["planned"], batch=adaptive["batch"],
+                              cap=adaptive["cap"], correction=correction)  # fmt: skip
+
+    default = plan(adaptive["correction"])
+    sizes = ", ".join(str(n) for n in default.look_sizes)
+    levels = ", ".join(f"{level:.4f}" for level in default.levels)
+    assert f"(looks at {sizes} seeds)" in doc
+    assert f"levels {levels}" in doc
+    assert f"**1 − α/K** = {plan('bonferroni').level(1):.4f}" in doc
+
+    def share(correction, effect, seed):
+        return simulate_plan(plan(correction), effect, n_experiments=10_000, seed=seed)
+
+    null = {c: share(c, 0.0, 1)["excludes_zero"] for c in ("bonferroni", "obrien_fleming", "none")}
+    one = {c: share(c, 1.0, 3)["excludes_zero"] for c in ("bonferroni", "obrien_fleming")}
+    big = {c: share(c, 1.5, 3)["excludes_zero"] for c in ("bonferroni", "obrien_fleming")}
+    quoted = (f"{null['bonferroni']:.3f} ± 0.002 of them with Bonferroni, "
+              f"{null['obrien_fleming']:.3f} with an O'Brien–Fleming-type boundary")  # fmt: skip
+    assert quoted in doc
+    assert f"{null['none']:.3f} uncorrected" in doc
+    assert (f"{one['bonferroni']:.0%} (Bonferroni) / {one['obrien_fleming']:.0%} "
+            f"(O'Brien–Fleming), of 1.5 sd in {big['bonferroni']:.0%} / "
+            f"{big['obrien_fleming']:.0%}").replace("%", " %") in doc  # fmt: skip
+    assert null["obrien_fleming"] <= default.alpha + 2 * math.sqrt(0.05 * 0.95 / 10_000)
