@@ -352,6 +352,33 @@ def test_collect_markov_sets_the_full_vocabulary_verdicts_beside(tmp_path: Path)
     assert "| claim | verdict | why |" in report.render_section(committed)
 
 
+def test_an_undecided_claim_says_the_seeds_it_would_need(tmp_path: Path) -> None:
+    """Issue 37, item 5: undecided at the cap, the report gives the projection's seeds, and for
+    Markov the seeds that disagree on formed / not formed (more seeds cannot undo them)."""
+    verdicts = _markov_verdicts(COMPACT)
+    verdicts["claims"]["ld_necessary"]["sequential"] = {
+        "status": "undecided_at_cap", "looks": [{"n": 3}, {"n": 5}, {"n": 7}],
+        "projection": {"seeds_needed": 3.0}, "seeds_disagreeing": [0]}  # fmt: skip
+    verdicts["claims"]["ld_sufficient_at_high_repetition"]["sequential"] = {
+        "status": "undecided_at_cap", "looks": [{"n": 3}, {"n": 5}, {"n": 7}],
+        "projection": {"seeds_needed": 12.0}, "seeds_disagreeing": []}  # fmt: skip
+    verdicts["claims"]["cat_and_zipf_needed_near_frontier"]["sequential"] = {
+        "status": "decided",
+        "looks": [{"n": 3}],
+        "projection": {"seeds_needed": 9.0},
+    }
+    _write_verdicts(tmp_path, "markov", verdicts)
+    details = [v["detail"] for v in report.COLLECTORS["markov"](tmp_path)["verdicts"]]
+    assert details == [
+        "looks at [3, 5, 7] seeds, undecided at the cap; the observed effect and spread imply 3 "
+        "seeds for the CI, but seed(s) 0 disagree with the others on formed / not formed, which "
+        "added seeds cannot undo",
+        "looks at [3, 5, 7] seeds, undecided at the cap; the observed effect and spread imply 12 "
+        "seeds for the CI",
+        "looks at [3] seeds, decided",
+    ]
+
+
 def test_collect_tables_writes_the_documented_tables_from_the_outputs(tmp_path: Path) -> None:
     """dose_response.csv and model_choice.csv become docs/results tables: numbers rounded the
     way the docs print them, per-seed lists joined, missing sources left alone."""

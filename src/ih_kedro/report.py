@@ -30,6 +30,7 @@ import csv
 import datetime as dt
 import json
 import logging
+import math
 import os
 import platform
 import re
@@ -275,11 +276,34 @@ def _markov_detail(claim: Mapping[str, Any]) -> str:
     by_threshold = claim.get("by_threshold") or {}
     if claim.get("agrees_across_thresholds") is False:
         parts.append("by threshold: " + ", ".join(f"{t} {v}" for t, v in by_threshold.items()))
-    looks = (claim.get("sequential") or {}).get("looks") or []
+    sequential = claim.get("sequential") or {}
+    looks = sequential.get("looks") or []
     if looks:
         seeds = [look.get("n") for look in looks]
-        parts.append(f"looks at {seeds} seeds, {claim['sequential'].get('status')}")
+        parts.append(f"looks at {seeds} seeds, {_status(sequential)}")
+    parts.extend(_seeds_it_would_need(sequential))
     return "; ".join(parts)
+
+
+def _status(sequential: Mapping[str, Any]) -> str:
+    return str(sequential.get("status", "")).replace("undecided_at_cap", "undecided at the cap")
+
+
+def _seeds_it_would_need(sequential: Mapping[str, Any]) -> list[str]:
+    """For a claim not decided (issue 37, item 5): the seeds its observed effect and spread imply
+    (``projection``), and the seeds whose formed / not formed disagree, which more seeds cannot
+    undo (``seeds_disagreeing``, Markov's rule)."""
+    if not sequential or sequential.get("status") == "decided":
+        return []
+    text = []
+    needed = (sequential.get("projection") or {}).get("seeds_needed")
+    if needed is not None and math.isfinite(float(needed)):
+        text.append(f"the observed effect and spread imply {int(needed)} seeds for the CI")
+    disagreeing = sequential.get("seeds_disagreeing") or []
+    if disagreeing:
+        text.append(f"seed(s) {', '.join(str(s) for s in disagreeing)} disagree with the others "
+                    "on formed / not formed, which added seeds cannot undo")  # fmt: skip
+    return [", but ".join(text)] if text else []
 
 
 def _markov(reporting: Path) -> dict[str, Any]:
@@ -431,10 +455,9 @@ def _bi_induct(reporting: Path) -> dict[str, Any]:
         looks = sequential.get("looks") or []
         detail = str(claim.get("reason", ""))
         if looks:
-            detail = (
-                f"looks at {[len(look.get('seeds', [])) for look in looks]} seeds, {sequential.get('status')}; "
-                + detail
-            )
+            sizes = [len(look.get("seeds", [])) for look in looks]
+            detail = "; ".join([f"looks at {sizes} seeds, {_status(sequential)}",
+                                *_seeds_it_would_need(sequential), detail])  # fmt: skip
         if claim.get("precondition_seeds"):
             detail = (f"the base's top heads are load-bearing in {claim['precondition_seeds']} "
                       "seeds; " + detail)  # fmt: skip

@@ -147,6 +147,23 @@ def test_markov_claim_settles_with_more_seeds():
     assert [look["n"] for look in frontier["looks"]][-1] in (5, 7)
 
 
+def test_markov_claim_held_back_by_a_disagreeing_seed_names_it():
+    """The measured case: LD_uniform forms in every seed, noLD_zipf in seed 0 only. The paired
+    CI lies above 0, but the rule needs every seed to agree on formed / not formed: undecided at
+    the cap, with seed 0 named (the projection alone would say a few seeds suffice)."""
+    world = _world(7, 0.3)
+    world[("noLD_zipf", "high")] = [(0.45, True)] + [(0.10, False)] * 6
+    necessary = markov_sequential(_markov_runs(world), {"planned": 3, "batch": 2, "cap": 7})[
+        "claims"
+    ]["ld_necessary"]
+    assert necessary["status"] == "undecided_at_cap" and necessary["verdict"] == "undecided"
+    assert necessary["seeds_disagreeing"] == [0]
+    assert necessary["projection"]["seeds_needed"] <= 7
+    agreeing = markov_sequential(_markov_runs(_world(3, 0.08)), {"planned": 3, "cap": 7})
+    frontier = agreeing["claims"]["cat_and_zipf_needed_near_frontier"]
+    assert frontier["status"] == "continue" and frontier["seeds_disagreeing"] == []
+
+
 def test_next_look_keeps_every_trained_seed_and_where_it_trained():
     """Round 3: seeds 0-2 planned everywhere, 3-4 were added to cells a and b; only a's claim is
     still open and needs 7 seeds: the seeds list keeps 3-4 (b's runs stay in the tables) and

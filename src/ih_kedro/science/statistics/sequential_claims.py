@@ -20,6 +20,7 @@ Plain pandas; no Kedro imports.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -264,6 +265,22 @@ def _comparison_rows(verdict: Mapping[str, Any]) -> list[dict[str, Any]]:
              "n")} for c in verdict.get("comparisons") or []]  # fmt: skip
 
 
+def disagreeing_seeds(verdict: Mapping[str, Any]) -> list[int]:
+    """Seeds whose formed / not-formed pair (treatment, control) in an undecided comparison of
+    ``verdict`` differs from that comparison's most common pair. The rule needs every seed to
+    agree, so while such a seed is in the sample, added seeds cannot decide the claim."""
+    out: set[int] = set()
+    for comparison in verdict.get("comparisons") or []:
+        if comparison["verdict"] != UNDECIDED or not comparison.get("seeds"):
+            continue
+        pairs = [(bool(s["treatment_formed"]), bool(s["control_formed"]))
+                 for s in comparison["seeds"]]  # fmt: skip
+        common = Counter(pairs).most_common(1)[0][0]
+        out |= {int(s["seed"]) for s, pair in zip(comparison["seeds"], pairs, strict=True)
+                if pair != common}  # fmt: skip
+    return sorted(out)
+
+
 def _claim_cells(verdict: Mapping[str, Any]) -> list[str]:
     cells = [c for comp in verdict.get("comparisons") or [] for c in (comp["treatment"],
              comp["control"])]  # fmt: skip
@@ -283,10 +300,11 @@ def markov_sequential(
     (``level`` gives ``alpha = 1 - level`` unless ``adaptive.alpha`` is set); ``labels`` maps a
     cell ``process@level`` to its ``data_variants`` label (for ``next_look.seed_cells``). A
     claim's seeds are those every cell it compares has. Returns JSON-safe ``{plan, claims:
-    {claim: {verdict, status, looks, ..., cells[, projection]}}, next_look}``; ``next_look`` is
-    None or :func:`next_look`'s dict. The projection reads the paired differences of the claim's undecided
-    comparisons at its last look (the largest need); it leaves out the rule's other condition,
-    that every seed agree on formed / not formed.
+    {claim: {verdict, status, looks, ..., cells[, projection, seeds_disagreeing]}}, next_look}``;
+    ``next_look`` is None or :func:`next_look`'s dict. The projection reads the paired differences
+    of the claim's undecided comparisons at its last look (the largest need); it leaves out the
+    rule's other condition, that every seed agree on formed / not formed, which
+    ``seeds_disagreeing`` (:func:`disagreeing_seeds`) reports.
     """
     level = float(judge_kwargs.pop("level", 0.95))
     condition = runs["process"].astype(str) + "@" + runs["level"].astype(str)
@@ -319,6 +337,7 @@ def markov_sequential(
                 result["projection"] = max(finite, key=lambda p: p["seeds_needed"])
             elif needs:
                 result["projection"] = needs[0]
+            result["seeds_disagreeing"] = disagreeing_seeds(last["verdict"])
         if result["status"] == "continue":
             for cell in cells:
                 continuing[cell] = max(continuing.get(cell, 0), int(result["next_seeds_needed"]))
@@ -333,6 +352,7 @@ __all__ = [
     "adopt_sequential",
     "attach_bi_induct_looks",
     "bi_induct_sequential",
+    "disagreeing_seeds",
     "markov_sequential",
     "next_look",
 ]
