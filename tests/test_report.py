@@ -140,7 +140,8 @@ def test_collect_law_fit_reads_the_fitted_summary(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "law_fit_summary.json").write_text(json.dumps(summary, default=float))
     parameters = report.base_parameters(ROOT / "conf" / "base")
-    previous = {"wall": [{"cpu": "earlier CPU", "minutes": 31.0}]}
+    design = report.design_of("law_fit", parameters)
+    previous = {"wall": [{"cpu": "earlier CPU", "minutes": 31.0}], "design": design}
     collected = report.collect("law_fit", tmp_path, parameters, previous, wall_minutes=2.5)
 
     a, b = collected["numbers"][0], collected["numbers"][1]
@@ -154,6 +155,10 @@ def test_collect_law_fit_reads_the_fitted_summary(tmp_path: Path) -> None:
     )
     assert collected["wall"][0] == {"cpu": "earlier CPU", "minutes": 31.0}
     assert collected["wall"][1]["minutes"] == 2.5 and collected["provenance"]["source"] == "outputs"
+    # A changed default design drops the earlier wall times: they timed another run.
+    other = {**previous, "design": {**design, "law_fit.training.seeds": [0]}}
+    recollected = report.collect("law_fit", tmp_path, parameters, other, wall_minutes=2.5)
+    assert [w["minutes"] for w in recollected["wall"]] == [2.5]
 
 
 def test_collect_without_outputs_keeps_the_committed_summary(tmp_path: Path, monkeypatch) -> None:

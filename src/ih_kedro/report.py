@@ -530,12 +530,15 @@ def collect(
 ) -> dict[str, Any]:
     """A normalised summary of ``experiment`` from its outputs under ``reporting``.
 
-    The wall times measured earlier (``previous["wall"]``) are kept; ``wall_minutes`` adds this
-    machine's, named with its CPU.
+    The wall times measured earlier (``previous["wall"]``) are kept while the default design is
+    the one they timed (a changed design drops them: they timed another run); ``wall_minutes``
+    adds this machine's, named with its CPU.
     """
     spec = EXPERIMENTS[experiment]
     body = COLLECTORS[experiment](reporting)
-    wall = [dict(w) for w in (previous or {}).get("wall", [])]
+    design = design_of(experiment, parameters)
+    same_design = previous is not None and previous.get("design") == design
+    wall = [dict(w) for w in previous.get("wall", [])] if same_design else []
     if wall_minutes is not None:
         wall.append({"cpu": cpu_name(), "minutes": round(float(wall_minutes), 1)})
     return {
@@ -549,7 +552,7 @@ def collect(
             "commit": _git_commit(),
             "cpu": cpu_name(),
         },
-        "design": design_of(experiment, parameters),
+        "design": design,
         "wall": wall,
         "runs": body.get("runs", {}),
         "numbers": body["numbers"],
