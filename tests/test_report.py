@@ -375,9 +375,9 @@ def test_an_undecided_claim_says_the_seeds_it_would_need(tmp_path: Path) -> None
     _write_verdicts(tmp_path, "markov", verdicts)
     details = [v["detail"] for v in report.COLLECTORS["markov"](tmp_path)["verdicts"]]
     assert details == [
-        "looks at [3, 5, 7] seeds, undecided at the cap; the observed effect and spread imply 3 "
-        "seeds for the CI, but seed(s) 0 disagree with the others on formed / not formed, which "
-        "added seeds cannot undo",
+        "looks at [3, 5, 7] seeds, undecided at the cap; the CI alone decides (its effect and "
+        "spread need 3 seeds), but seed(s) 0 disagree with the others on formed / not formed, "
+        "which added seeds cannot undo",
         "looks at [3, 5, 7] seeds, undecided at the cap; the observed effect and spread imply 12 "
         "seeds for the CI",
         "looks at [3] seeds, decided",

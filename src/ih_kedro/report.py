@@ -297,8 +297,13 @@ def _seeds_it_would_need(sequential: Mapping[str, Any]) -> list[str]:
         return []
     text = []
     needed = (sequential.get("projection") or {}).get("seeds_needed")
+    looks = sequential.get("looks") or [{}]
+    used = looks[-1].get("n") or len(looks[-1].get("seeds") or [])
     if needed is not None and math.isfinite(float(needed)):
-        text.append(f"the observed effect and spread imply {int(needed)} seeds for the CI")
+        if used and int(needed) <= int(used):
+            text.append(f"the CI alone decides (its effect and spread need {int(needed)} seeds)")
+        else:
+            text.append(f"the observed effect and spread imply {int(needed)} seeds for the CI")
     disagreeing = sequential.get("seeds_disagreeing") or []
     if disagreeing:
         text.append(f"seed(s) {', '.join(str(s) for s in disagreeing)} disagree with the others "
