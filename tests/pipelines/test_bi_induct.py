@@ -178,10 +178,10 @@ def test_bi_induct_kedro_run_end_to_end(micro_project: Path) -> None:
     assert perplexity_claim["differences"] == pytest.approx(
         [loss["induction", s] - loss["minimally_enriched", s] for s in (0, 1)])  # fmt: skip
     assert set(by_id["perplexity_cost"]["other_arms"]) == {"anti_induction"}
-    # Adaptive seeds on claims 2 and 4 (5 planned, +2 per look, cap 9): two seeds make no look
-    # yet; claims.json asks for seeds 0-4 and says how to train them.
-    assert claims["sequential"]["plan"]["look_sizes"] == [5, 7, 9]
-    assert claims["sequential"]["next_look"]["seeds"] == [0, 1, 2, 3, 4]
+    # Adaptive seeds on claims 2 and 4 (3 planned, +2 per look, cap 9): two seeds make no look
+    # yet; claims.json asks for seeds 0-2 and says how to train them.
+    assert claims["sequential"]["plan"]["look_sizes"] == [3, 5, 7, 9]
+    assert claims["sequential"]["next_look"]["seeds"] == [0, 1, 2]
     assert by_id["icl_not_improved"]["sequential"]["status"] == "continue"
     assert "sequential" not in by_id["perplexity_cost"]
     claims_rows = pd.read_csv(reports / "claims_table.csv")
