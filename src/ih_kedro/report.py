@@ -276,39 +276,36 @@ def _markov_detail(claim: Mapping[str, Any]) -> str:
     by_threshold = claim.get("by_threshold") or {}
     if claim.get("agrees_across_thresholds") is False:
         parts.append("by threshold: " + ", ".join(f"{t} {v}" for t, v in by_threshold.items()))
-    sequential = claim.get("sequential") or {}
-    looks = sequential.get("looks") or []
-    if looks:
-        seeds = [look.get("n") for look in looks]
-        parts.append(f"looks at {seeds} seeds, {_status(sequential)}")
-    parts.extend(_seeds_it_would_need(sequential))
+    parts.extend(_looks_text(claim.get("sequential") or {}))
     return "; ".join(parts)
 
 
-def _status(sequential: Mapping[str, Any]) -> str:
-    return str(sequential.get("status", "")).replace("undecided_at_cap", "undecided at the cap")
-
-
-def _seeds_it_would_need(sequential: Mapping[str, Any]) -> list[str]:
-    """For a claim not decided (issue 37, item 5): the seeds its observed effect and spread imply
-    (``projection``), and the seeds whose formed / not formed disagree, which more seeds cannot
-    undo (``seeds_disagreeing``, Markov's rule)."""
-    if not sequential or sequential.get("status") == "decided":
+def _looks_text(sequential: Mapping[str, Any]) -> list[str]:
+    """A claim's looks (``sequential``, as markov's and bi_induct's reports write it): the seeds
+    at each look and the status, and for a claim not decided (issue 37, item 5) the seeds its
+    observed effect and spread imply (``projection``) and the seeds whose formed / not formed
+    disagree, which more seeds cannot undo (``seeds_disagreeing``, Markov's rule)."""
+    looks = sequential.get("looks") or []
+    if not looks:
         return []
-    text = []
+    sizes = [look.get("n", len(look.get("seeds") or [])) for look in looks]
+    status = str(sequential.get("status", "")).replace("undecided_at_cap", "undecided at the cap")
+    text = [f"looks at {sizes} seeds, {status}"]
+    if sequential.get("status") == "decided":
+        return text
+    needs = []
     needed = (sequential.get("projection") or {}).get("seeds_needed")
-    looks = sequential.get("looks") or [{}]
-    used = looks[-1].get("n") or len(looks[-1].get("seeds") or [])
+    used = sizes[-1]
     if needed is not None and math.isfinite(float(needed)):
         if used and int(needed) <= int(used):
-            text.append(f"the CI alone decides (its effect and spread need {int(needed)} seeds)")
+            needs.append(f"the CI alone decides (its effect and spread need {int(needed)} seeds)")
         else:
-            text.append(f"the observed effect and spread imply {int(needed)} seeds for the CI")
+            needs.append(f"the observed effect and spread imply {int(needed)} seeds for the CI")
     disagreeing = sequential.get("seeds_disagreeing") or []
     if disagreeing:
-        text.append(f"seed(s) {', '.join(str(s) for s in disagreeing)} disagree with the others "
-                    "on formed / not formed, which added seeds cannot undo")  # fmt: skip
-    return [", but ".join(text)] if text else []
+        needs.append(f"seed(s) {', '.join(str(s) for s in disagreeing)} disagree with the others "
+                     "on formed / not formed, which added seeds cannot undo")  # fmt: skip
+    return text + ([", but ".join(needs)] if needs else [])
 
 
 def _markov(reporting: Path) -> dict[str, Any]:
@@ -456,13 +453,8 @@ def _bi_induct(reporting: Path) -> dict[str, Any]:
                     "4. the base's top-head excess drop", claim["base_excess_drop"], headline=False
                 )
             )
-        sequential = claim.get("sequential") or {}
-        looks = sequential.get("looks") or []
-        detail = str(claim.get("reason", ""))
-        if looks:
-            sizes = [len(look.get("seeds", [])) for look in looks]
-            detail = "; ".join([f"looks at {sizes} seeds, {_status(sequential)}",
-                                *_seeds_it_would_need(sequential), detail])  # fmt: skip
+        detail = "; ".join([*_looks_text(claim.get("sequential") or {}),
+                            str(claim.get("reason", ""))])  # fmt: skip
         if claim.get("precondition_seeds"):
             detail = (f"the base's top heads are load-bearing in {claim['precondition_seeds']} "
                       "seeds; " + detail)  # fmt: skip

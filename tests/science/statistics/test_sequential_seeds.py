@@ -4,11 +4,11 @@ and the seeds-needed projection."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from ih_kedro.science.statistics.bi_induct_claims import directional_verdict
 from ih_kedro.science.statistics.paired_seeds import (
@@ -179,12 +179,10 @@ def test_projection_of_claim_2_as_measured():
     assert 5 <= result["seeds_needed"] <= 12
 
 
-def test_the_default_bi_induct_plan_and_its_simulation_are_the_documented_ones():
+def test_the_default_bi_induct_plan_and_its_simulation_are_the_documented_ones(project_root):
     """docs/bi_induct.md quotes the default plan's levels and its simulated error rate and power
     (10,000 experiments): recomputed here from conf/base, so the document cannot drift."""
-    import yaml
-
-    root = Path(__file__).resolve().parents[3]
+    root = project_root
     conf = yaml.safe_load((root / "conf/base/parameters_bi_induct.yml").read_text())["bi_induct"]
     adaptive = conf["evaluation"]["adaptive_seeds"]
     assert adaptive["planned"] == len(conf["training"]["seeds"])
