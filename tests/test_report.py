@@ -324,6 +324,11 @@ def test_collect_markov_without_the_full_vocabulary_run(tmp_path: Path) -> None:
     )
 
 
+BOTH_LOOKS = (
+    "compact: looks at [3, 5] seeds, continue; full vocabulary: looks at [3, 5] seeds, continue"
+)
+
+
 def test_collect_markov_sets_the_full_vocabulary_verdicts_beside(tmp_path: Path) -> None:
     _write_verdicts(tmp_path, "markov", _markov_verdicts(COMPACT))
     full = {"ld_necessary": "supported", "ld_sufficient_at_high_repetition": "undecided"}
@@ -333,16 +338,17 @@ def test_collect_markov_sets_the_full_vocabulary_verdicts_beside(tmp_path: Path)
         (v["claim"], v["verdict"], v["full_vocab_verdict"], v["vocabularies_agree"], v["detail"])
         for v in body["verdicts"]
     ] == [
-        ("LD necessary", "undecided", "supported", False, "looks at [3, 5] seeds, continue"),
-        ("LD sufficient at high repetition", "undecided", "undecided", True,
-         "looks at [3, 5] seeds, continue"),
+        ("LD necessary", "undecided", "supported", False, BOTH_LOOKS),
+        ("LD sufficient at high repetition", "undecided", "undecided", True, BOTH_LOOKS),
         ("CAT and Zipf needed near the frontier", "contradicted", "not judged", None,
          "looks at [3, 5] seeds, continue"),
     ]  # fmt: skip
     parameters = report.base_parameters(ROOT / "conf" / "base")
     summary = report.collect("markov", tmp_path, parameters)
     section = report.render_section(summary)
-    assert "| LD necessary | **undecided** | **supported** | no | looks at [3, 5] seeds" in section
+    assert (
+        "| LD necessary | **undecided** | **supported** | no | compact: looks at [3, 5]" in section
+    )
     assert "| LD sufficient at high repetition | **undecided** | **undecided** | yes |" in section
     assert "| **contradicted** | **not judged** | — |" in section
     assert "LD necessary: **undecided** (full vocabulary: **supported**)" in (

@@ -318,16 +318,20 @@ def _markov(reporting: Path) -> dict[str, Any]:
     rows = []
     for name, claim in claims.items():
         verdict = str(claim["verdict"])
+        detail = _markov_detail(claim)[:300]
         if full is None:
             full_verdict, agree = NOT_RUN, None
         elif name in full:
             full_verdict = str(full[name]["verdict"])
             agree = full_verdict == verdict
+            # Each vocabulary's looks: where one decided and the other did not, the why differs.
+            detail = (f"compact: {detail or '—'}; full vocabulary: "
+                      f"{_markov_detail(full[name])[:300] or '—'}")  # fmt: skip
         else:
             full_verdict, agree = "not judged", None
         rows.append({"claim": MARKOV_CLAIMS.get(name, name.replace("_", " ")), "verdict": verdict,
                      "full_vocab_verdict": full_verdict, "vocabularies_agree": agree,
-                     "detail": _markov_detail(claim)[:300]})  # fmt: skip
+                     "detail": detail})  # fmt: skip
     return {"numbers": [], "verdicts": rows, "runs": {}}
 
 
