@@ -521,3 +521,13 @@ def test_reference_warmup_rows_print_the_design_check() -> None:
          "cosine horizon (steps)": "4000", "runs formed": "0 of 3", "median S* (steps)": "",
          "warm-up / S*": ""},
     ]  # fmt: skip
+
+
+def test_a_claim_stopped_before_the_cap_says_so() -> None:
+    """A Markov claim that added seeds can no longer decide (status ``undecided_futile``)."""
+    text = report._looks_text({"status": "undecided_futile", "looks": [{"n": 3}],
+                               "seeds_disagreeing": [0]})  # fmt: skip
+    assert text == [
+        "looks at [3] seeds, undecided, stopped before the cap (added seeds cannot decide it)",
+        "seed(s) 0 disagree with the others on formed / not formed, which added seeds cannot undo",
+    ]

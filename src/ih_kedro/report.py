@@ -280,6 +280,13 @@ def _markov_detail(claim: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
+# A sequential claim's status (science.statistics.sequential_claims) in words.
+_STATUS_TEXT = {
+    "undecided_at_cap": "undecided at the cap",
+    "undecided_futile": "undecided, stopped before the cap (added seeds cannot decide it)",
+}
+
+
 def _looks_text(sequential: Mapping[str, Any]) -> list[str]:
     """A claim's looks (``sequential``, as markov's and bi_induct's reports write it): the seeds
     at each look and the status, and for a claim not decided (issue 37, item 5) the seeds its
@@ -289,7 +296,8 @@ def _looks_text(sequential: Mapping[str, Any]) -> list[str]:
     if not looks:
         return []
     sizes = [look.get("n", len(look.get("seeds") or [])) for look in looks]
-    status = str(sequential.get("status", "")).replace("undecided_at_cap", "undecided at the cap")
+    status = str(sequential.get("status", ""))
+    status = _STATUS_TEXT.get(status, status)
     text = [f"looks at {sizes} seeds, {status}"]
     if sequential.get("status") == "decided":
         return text

@@ -266,3 +266,34 @@ def test_seed_names_and_order_for_odd_seeds():
     assert ps._seed_value(2.0) == 2 and ps._seed_value(2.5) == 2.5
     assert ps._seed_value("a") == "a" and ps._seed_name(4.0) == "s4"
     assert ps._seed_order(["b", 1, "a"]) == [1, "a", "b"]
+
+
+def _rows(*seeds: tuple[bool | None, bool | None, float | None]) -> dict:
+    return {"seeds": [{"seed": i, "treatment_formed": t, "control_formed": k, "difference": d}
+                      for i, (t, k, d) in enumerate(seeds)]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("seeds", "expected"),
+    [
+        # every seed T formed / K not, T ahead: supported is still open (a wider CI only)
+        (((True, False, 0.3), (True, False, 0.1)), True),
+        # K formed in every seed: contradicted is still open
+        (((True, True, 0.3), (False, True, 0.2)), True),
+        # every difference < 0: contradicted by the sign is still open
+        (((True, False, -0.1), (False, False, -0.2)), True),
+        # the measured case: both formed in one seed with T ahead, K not formed in another
+        (((True, False, 0.3), (True, True, 0.1)), False),
+        # T formed / K not everywhere, but one difference <= 0: neither outcome is reachable
+        (((True, False, 0.3), (True, False, -0.01)), False),
+        # neither formed, T ahead
+        (((False, False, 0.1), (False, False, 0.2)), False),
+        # an unknown difference breaks both difference conditions; K not formed breaks the rest
+        (((True, False, None), (True, False, 0.2)), False),
+        # an unknown flag is not "K formed"
+        (((True, True, -0.1), (True, None, 0.2)), False),
+    ],
+)
+def test_can_still_decide_follows_the_paired_rule(seeds, expected):
+    assert ps.can_still_decide(_rows(*seeds)) is expected
+    assert ps.can_still_decide({"seeds": []}) is True

@@ -9,6 +9,7 @@ from ih_kedro.science.statistics.bi_induct_claims import decide_claims
 from ih_kedro.science.statistics.sequential_claims import (
     attach_bi_induct_looks,
     bi_induct_sequential,
+    futile,
     markov_sequential,
     next_look,
 )
@@ -184,3 +185,24 @@ def test_markov_next_look_names_the_labels():
     (cells,) = following["seed_cells"]
     assert cells["seeds"] == [3, 4] and "LD_zipf.near_frontier" in cells["labels"]
     assert "noLD_zipf.high" not in cells["labels"]
+
+
+def test_markov_claim_that_added_seeds_cannot_decide_stops_before_the_cap():
+    """The compact run of 2026-12-07: noLD_zipf formed in seed 0 of the planned 3, so LD
+    necessary and LD sufficient could never be decided; they stop at look 1 and their cells get
+    no added seeds, while claim 3's open comparison still trains."""
+    world = _world(3, 0.08)
+    world[("noLD_zipf", "high")] = [(0.45, True), (0.10, False), (0.10, False)]
+    result = markov_sequential(_markov_runs(world), {"planned": 3, "batch": 2, "cap": 7})
+    for name in ("ld_necessary", "ld_sufficient_at_high_repetition"):
+        claim = result["claims"][name]
+        assert (claim["status"], claim["verdict"]) == ("undecided_futile", "undecided")
+        assert claim["next_seeds_needed"] is None and claim["seeds_disagreeing"] == [0]
+    assert result["claims"]["cat_and_zipf_needed_near_frontier"]["status"] == "continue"
+    assert "noLD_zipf@high" not in result["next_look"]["cells"]
+    assert "LD_zipf@near_frontier" in result["next_look"]["cells"]
+    # Without the disagreeing seed nothing is futile; a decided claim never is.
+    agreeing = markov_sequential(_markov_runs(_world(3, 0.08)), {"planned": 3, "cap": 7})
+    assert "undecided_futile" not in {c["status"] for c in agreeing["claims"].values()}
+    assert futile({"verdict": "supported", "comparisons": []}) is False
+    assert futile({"verdict": "undecided", "comparisons": []}) is False

@@ -30,7 +30,7 @@ no Kedro imports.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -339,6 +339,32 @@ def judge_pair(
     return {"verdict": verdict, "reason": reason, "seeds": rows, **{k: summary[k] for k in keys}}
 
 
+def can_still_decide(comparison: Mapping[str, Any]) -> bool:
+    """Whether added seeds could still decide a :func:`judge_pair` comparison under
+    :data:`PAIRED_RULE`, given the seeds it has (they stay in every later sample).
+
+    ``supported`` needs every seed to be "T formed / K not" with a difference > 0;
+    ``contradicted`` needs K formed in every seed, or every difference < 0. A seed already in the
+    sample that breaks every one of these (e.g. both formed with T ahead, or K not formed and a
+    difference > 0; an unknown flag or score breaks the conditions it enters) rules the
+    comparison out for good: more seeds only narrow the CI, which both outcomes also need.
+    A comparison without seeds can still be decided.
+    """
+    rows = list(comparison.get("seeds") or [])
+    if not rows:
+        return True
+    differences = [r.get("difference") for r in rows]
+    known = all(d is not None and math.isfinite(float(d)) for d in differences)
+    can_support = known and all(
+        r.get("treatment_formed") is True and r.get("control_formed") is False and d > 0
+        for r, d in zip(rows, differences, strict=True)
+    )
+    can_contradict = all(r.get("control_formed") is True for r in rows) or (
+        known and all(d < 0 for d in differences)
+    )
+    return can_support or can_contradict
+
+
 def equivalence(difference: PairedDifference, margin: float) -> bool:
     """True when the paired interval lies inside ``[-margin, margin]`` (no effect beyond the
     margin, in the measure's units); False without an interval.
@@ -358,6 +384,7 @@ __all__ = [
     "SUPPORTED",
     "UNDECIDED",
     "PairedDifference",
+    "can_still_decide",
     "equivalence",
     "json_safe",
     "judge_pair",

@@ -7,7 +7,8 @@ at its first decided look. On the seeds a run has, it records
 
 - ``looks``: seeds used, estimate and CI at each look, the verdict there;
 - ``status``: ``decided`` (at ``decided_at``), ``continue`` (undecided, the cap not reached: the
-  claim's arms / cells need ``next_seeds_needed`` seeds) or ``undecided_at_cap``;
+  claim's arms / cells need ``next_seeds_needed`` seeds), ``undecided_at_cap`` or, for a Markov
+  claim that added seeds can no longer decide, ``undecided_futile`` (:func:`futile`);
 - ``projection``: for a claim not decided, the seeds the observed effect and spread imply
   (:data:`.sequential_seeds.SEEDS_NEEDED_FORMULA`);
 
@@ -28,7 +29,7 @@ import pandas as pd
 
 from ih_kedro.science.statistics.bi_induct_claims import DEFAULT_RULES, decide_claims
 from ih_kedro.science.statistics.markov_verdicts import judge_claims
-from ih_kedro.science.statistics.paired_seeds import UNDECIDED, json_safe
+from ih_kedro.science.statistics.paired_seeds import UNDECIDED, can_still_decide, json_safe
 from ih_kedro.science.statistics.sequential_seeds import (
     SequentialPlan,
     projection,
@@ -281,6 +282,27 @@ def disagreeing_seeds(verdict: Mapping[str, Any]) -> list[int]:
     return sorted(out)
 
 
+FUTILE = "undecided_futile"
+"""A Markov claim's status when its open comparisons can no longer be decided
+(:func:`futile`): no seeds are added for it, though the cap is not reached."""
+
+
+def futile(verdict: Mapping[str, Any]) -> bool:
+    """True when an undecided Markov claim cannot be decided by added seeds: it has undecided
+    comparisons and none of them can still be decided (:func:`.paired_seeds.can_still_decide`).
+
+    A claim is contradicted if one comparison is, supported if all are, so a comparison that
+    can reach neither outcome holds it undecided, and a supported one cannot turn contradicted
+    (both need every seed to agree). Judged on this look's comparisons: a claim whose treatment
+    is the best-scoring process could compare another one after more seeds, so this is a stated
+    stopping rule, not a proof. It never decides anything, so the looks' false-decision rate
+    stays within the plan's alpha."""
+    if verdict.get("verdict") != UNDECIDED:
+        return False
+    open_ = [c for c in verdict.get("comparisons") or [] if c["verdict"] == UNDECIDED]
+    return bool(open_) and not any(can_still_decide(c) for c in open_)
+
+
 def _claim_cells(verdict: Mapping[str, Any]) -> list[str]:
     cells = [c for comp in verdict.get("comparisons") or [] for c in (comp["treatment"],
              comp["control"])]  # fmt: skip
@@ -338,6 +360,8 @@ def markov_sequential(
             elif needs:
                 result["projection"] = needs[0]
             result["seeds_disagreeing"] = disagreeing_seeds(last["verdict"])
+        if result["status"] == "continue" and futile(last["verdict"]):
+            result["status"], result["next_seeds_needed"] = FUTILE, None
         if result["status"] == "continue":
             for cell in cells:
                 continuing[cell] = max(continuing.get(cell, 0), int(result["next_seeds_needed"]))
@@ -349,10 +373,12 @@ def markov_sequential(
 __all__ = [
     "ADAPTIVE_DEFAULTS",
     "BI_INDUCT_CLAIMS",
+    "FUTILE",
     "adopt_sequential",
     "attach_bi_induct_looks",
     "bi_induct_sequential",
     "disagreeing_seeds",
+    "futile",
     "markov_sequential",
     "next_look",
 ]
