@@ -204,5 +204,8 @@ def test_markov_claim_that_added_seeds_cannot_decide_stops_before_the_cap():
     # Without the disagreeing seed nothing is futile; a decided claim never is.
     agreeing = markov_sequential(_markov_runs(_world(3, 0.08)), {"planned": 3, "cap": 7})
     assert "undecided_futile" not in {c["status"] for c in agreeing["claims"].values()}
+    # Fewer seeds than planned: no look yet, so nothing to call futile (the micro run's case).
+    early = markov_sequential(_markov_runs(world), {"planned": 4, "batch": 2, "cap": 7})
+    assert {c["status"] for c in early["claims"].values()} == {"continue"}
     assert futile({"verdict": "supported", "comparisons": []}) is False
     assert futile({"verdict": "undecided", "comparisons": []}) is False
