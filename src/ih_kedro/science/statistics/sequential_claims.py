@@ -360,8 +360,8 @@ def markov_sequential(
             elif needs:
                 result["projection"] = needs[0]
             result["seeds_disagreeing"] = disagreeing_seeds(last["verdict"])
-        if result["status"] == "continue" and "verdict" in last and futile(last["verdict"]):
-            result["status"], result["next_seeds_needed"] = FUTILE, None
+            if result["status"] == "continue" and futile(last["verdict"]):
+                result["status"], result["next_seeds_needed"] = FUTILE, None
         if result["status"] == "continue":
             for cell in cells:
                 continuing[cell] = max(continuing.get(cell, 0), int(result["next_seeds_needed"]))
