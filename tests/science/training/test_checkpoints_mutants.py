@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ih_kedro.science.training.checkpoints import (
+    COMPLETE_MARKER,
     CheckpointStore,
     _atomic_write_text,
     _json_default,
@@ -100,7 +101,7 @@ def test_save_hf_checkpoint_is_atomic_and_restores_progress_bars(tmp_path):
             hf_logging.disable_progress_bar()
 
 
-def test_latest_deepspeed_tag_and_prune(tmp_path):
+def test_latest_deepspeed_tag_and_prune(tmp_path, caplog):
     store = CheckpointStore(tmp_path)
     assert store.latest_deepspeed_tag("r") is None
     folder = store.deepspeed_dir("r")
@@ -109,22 +110,30 @@ def test_latest_deepspeed_tag_and_prune(tmp_path):
     for name in ("step_0000004", "step_0000012", "step_0000008", "other"):
         (folder / name).mkdir()
         (folder / name / "mp_rank_00_model_states.pt").write_bytes(b"states")
+    # Tags without the marker (an older ih-kedro's, or torn): none counts, and the log says so.
+    with caplog.at_level("WARNING"):
+        assert store.latest_deepspeed_tag("r") is None
+    assert "no DeepSpeed checkpoint" in caplog.text and "step_0000012" in caplog.text
+    for name in ("step_0000004", "step_0000012", "step_0000008", "other"):
+        store.mark_deepspeed_complete("r", name)
+    assert (folder / "step_0000012" / COMPLETE_MARKER).read_text() == "step_0000012"
     (folder / "step_0000099").write_text("a file, not a tag")
     (folder / "step_0000016").mkdir()  # being written when the run was killed: no model states
-    assert store.latest_deepspeed_tag("r") == "step_0000012"  # no latest: the highest tag
-    (folder / "latest").write_text(" step_0000008\n")
-    assert store.latest_deepspeed_tag("r") == "step_0000008"
-    (folder / "latest").write_text("step_0000020")  # torn: names a missing tag
-    assert store.latest_deepspeed_tag("r") == "step_0000012"
-    (folder / "latest").write_text("step_0000016")  # names the incomplete tag
-    assert store.latest_deepspeed_tag("r") == "step_0000012"
-    (folder / "latest").write_text("  ")
-    assert store.latest_deepspeed_tag("r") == "step_0000012"
+    # Killed after rank 0 wrote its files and DeepSpeed's ``latest``, before rank 1's shard: the
+    # tag looks whole to rank 0 but is not marked.
+    (folder / "step_0000020").mkdir()
+    (folder / "step_0000020" / "mp_rank_00_model_states.pt").write_bytes(b"states")
+    (folder / "step_0000020" / "zero_pp_rank_0_mp_rank_00_optim_states.pt").write_bytes(b"0")
+    for latest in ("step_0000020", "step_0000016", "step_0000008", "step_0000030", "  ", None):
+        if latest is None:
+            (folder / "latest").unlink()
+        else:
+            (folder / "latest").write_text(latest)
+        assert store.latest_deepspeed_tag("r") == "step_0000012", latest  # the highest marked
     # A tag that cannot be deleted (rmtree refuses a symlink) is left, not an error.
     (folder / "step_0000003").symlink_to(folder / "other", target_is_directory=True)
     store.prune_deepspeed("r", keep="step_0000008")
     assert sorted(p.name for p in folder.iterdir()) == [
-        "latest",
         "other",
         "step_0000003",
         "step_0000008",

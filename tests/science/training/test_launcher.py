@@ -23,6 +23,7 @@ import pytest
 from safetensors.torch import load_file
 
 from ih_kedro.science.training.checkpoints import CheckpointStore
+from ih_kedro.science.training.launcher import rank_errors
 from ih_kedro.science.training.sweep import ExecutorConfig, run_sweep
 from ih_kedro.science.training.tasks import TrackingSpec
 
@@ -33,9 +34,6 @@ from .test_run import make_config, make_packed
 # weights of magnitude ~0.1; the bound leaves room for other CPUs and the longer run.
 ATOL = 1e-4
 STEPS = 60  # long enough that the kill below lands mid-run
-
-# Each job starts the launcher and two ranks (~40 s on 2 cores): slow, but make test runs them.
-pytestmark = [pytest.mark.slow, pytest.mark.ci]
 
 KILL_SCRIPT = """
 import pickle, sys
@@ -80,6 +78,9 @@ def straight_two_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"store": store, "row": row, "experiment": experiment, "parent": parent}
 
 
+# Each job starts the launcher and two ranks (~40 s on 2 cores): slow, but make test runs them.
+@pytest.mark.slow
+@pytest.mark.ci
 def test_two_ranks_equal_one_rank_with_one_mlflow_run(tmp_path, straight_two_ranks):
     one = CheckpointStore(tmp_path / "one")
     run_sweep(configs(), make_packed(), one, ExecutorConfig(kind="sequential"))
@@ -102,6 +103,8 @@ def test_two_ranks_equal_one_rank_with_one_mlflow_run(tmp_path, straight_two_ran
     assert [m.step for m in history] == list(range(2, STEPS + 1, 2))
 
 
+@pytest.mark.slow
+@pytest.mark.ci
 def test_killed_two_rank_job_resumes_like_an_uninterrupted_one(tmp_path, straight_two_ranks):
     packed = make_packed()
     straight = straight_two_ranks["store"]
@@ -136,3 +139,30 @@ def test_killed_two_rank_job_resumes_like_an_uninterrupted_one(tmp_path, straigh
     assert store.checkpoint_steps("pair") == straight.checkpoint_steps("pair")
     a, b = weights(straight), weights(store)
     assert all(np.array_equal(a[k], b[k]) for k in a)  # same ranks, same reductions: bitwise
+
+
+# The output of a 2-rank job whose rank 1 crashed on resume (the CI failure of 2026-12-07):
+# rank 0's gloo error is last, rank 1's cause earlier, with an unrelated earlier job's error.
+JOB_OUTPUT = """\
+[rank0]: ValueError: from an earlier job, overwritten below
+[2026-12-07 05:31:10] [INFO] [launch.py:164:main] dist_world_size=2
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "serialization.py", line 776, in __init__
+[rank1]: FileNotFoundError: [Errno 2] No such file or directory: 'step_0000016/zero_pp_rank_1.pt'
+[rank0]:     work.wait()
+[rank0]: RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:33200.
+[rank0]: an ordinary line mentioning an Error: not an exception line
+[2026-12-07 05:31:11] [ERROR] [launch.py:259:sigkill_handler] exits with return code = 1
+"""
+
+
+def test_rank_errors_name_each_ranks_last_exception_in_rank_order():
+    assert rank_errors(JOB_OUTPUT) == [
+        "rank 0: RuntimeError: [pair.cc:553] Connection closed by peer [127.0.0.1]:33200.",
+        "rank 1: FileNotFoundError: [Errno 2] No such file or directory: "
+        "'step_0000016/zero_pp_rank_1.pt'",
+    ]
+    assert rank_errors("[rank0]: torch.distributed.DistBackendError: gone") == [
+        "rank 0: torch.distributed.DistBackendError: gone"
+    ]
+    assert rank_errors("no rank lines\nRuntimeError: not a rank's") == []

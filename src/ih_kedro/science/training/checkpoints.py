@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -13,7 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 
+logger = logging.getLogger(__name__)
+
 STEP_DIR = re.compile(r"^step_(\d+)$")
+# Written into a DeepSpeed tag once every rank has saved its part of it: the only sign a tag is
+# whole. DeepSpeed's own ``latest`` is not one: rank 0 writes it after its own files, with no
+# barrier before it, while another rank may still be writing its ZeRO optimizer shard.
+COMPLETE_MARKER = "ih_kedro_complete"
 
 
 class CheckpointStore:
@@ -95,31 +102,39 @@ class CheckpointStore:
         tmp.rename(final)
         return final
 
+    def mark_deepspeed_complete(self, run_name: str, tag: str) -> None:
+        """Record that every rank has written its part of DeepSpeed tag ``tag``.
+
+        Call on one rank after ``engine.save_checkpoint`` returned: it ends with a barrier of
+        all ranks, so every rank's files are written by then.
+        """
+        (self.deepspeed_dir(run_name) / tag / COMPLETE_MARKER).write_text(tag)
+
     def latest_deepspeed_tag(self, run_name: str) -> str | None:
         """Tag of the DeepSpeed checkpoint to resume from, or ``None``.
 
-        DeepSpeed writes ``latest`` after the tag's files, and older tags are deleted only after
-        that, so ``latest`` names a complete checkpoint; a torn ``latest`` falls back to the
-        highest remaining tag. Either way a tag counts only when it holds its model states
-        (``*model_states.pt``): a run killed while DeepSpeed was creating a tag leaves its folder
-        without them, and resuming from it would fail inside DeepSpeed (measured: SIGTERM during
-        a checkpoint's write).
+        Only a tag marked complete (:meth:`mark_deepspeed_complete`) counts: a run killed while
+        DeepSpeed wrote a tag leaves it without some rank's files, and resuming from it fails
+        inside DeepSpeed (measured: SIGTERM during a 1-rank save; a 2-rank job resumed from a
+        tag that ``latest`` named but that lacked rank 1's optimizer shard). Older tags are pruned only
+        after the new one is marked, so the highest marked tag is the last whole checkpoint.
+        Tags written before markers existed do not count: such a run restarts from step 0,
+        with a warning.
         """
         folder = self.deepspeed_dir(run_name)
         if not folder.is_dir():
             return None
-
-        def complete(tag: str) -> bool:
-            return (folder / tag).is_dir() and any((folder / tag).glob("*model_states.pt"))
-
-        latest = folder / "latest"
-        if latest.is_file():
-            tag = latest.read_text().strip()
-            if tag and complete(tag):
-                return tag
         tags = sorted(p.name for p in folder.iterdir() if p.is_dir() and STEP_DIR.match(p.name))
-        complete_tags = [tag for tag in tags if complete(tag)]
-        return complete_tags[-1] if complete_tags else None
+        complete = [tag for tag in tags if (folder / tag / COMPLETE_MARKER).is_file()]
+        if tags and not complete:
+            logger.warning(
+                "%s: no DeepSpeed checkpoint in %s is marked complete (%s); the run starts "
+                "from step 0",
+                run_name,
+                folder,
+                ", ".join(tags),
+            )
+        return complete[-1] if complete else None
 
     def prune_deepspeed(self, run_name: str, keep: str) -> None:
         """Delete every DeepSpeed tag except ``keep`` (the latest)."""

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 PROGRESS_FILE = "progress.json"
 JOB_LOG = "deepspeed_job.log"
+# ``[rank1]: FileNotFoundError: [Errno 2] …``: the line a rank's uncaught exception ends with.
+_RANK_ERROR = re.compile(r"^\[rank(\d+)\]: ((?:\w+\.)*\w*(?:Error|Exception|Interrupt)\b.*)$", re.M)
 
 
 def launcher_command(
@@ -96,6 +99,7 @@ def run_rank_job(task: RunTask, board: Any = None, poll_seconds: float = 1.0) ->
     env["OMP_NUM_THREADS"] = str(task.threads)
     log_path = run_dir / JOB_LOG
     logger.info("%s: deepspeed job of %d ranks: %s", config.run_name, task.ranks, command)
+    log_start = log_path.stat().st_size if log_path.is_file() else 0  # the log keeps old jobs'
     with log_path.open("ab") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -110,12 +114,29 @@ def run_rank_job(task: RunTask, board: Any = None, poll_seconds: float = 1.0) ->
                 process.wait()
     summary = store.read_summary(config.run_name)
     if process.returncode != 0 or summary is None:
-        tail = log_path.read_text(errors="replace")[-2000:]
+        with log_path.open("rb") as log:
+            log.seek(log_start)
+            output = log.read().decode(errors="replace")
+        errors = "".join(f"\n  {line}" for line in rank_errors(output))
         raise RuntimeError(
             f"the deepspeed job of {task.ranks} ranks exited with code {process.returncode} "
-            f"(log: {log_path}); last output:\n{tail}"
+            f"(log: {log_path}); each rank's error:{errors or ' none found'}\n"
+            f"last output:\n{output[-2000:]}"
         )
     return manifest_row(summary)
+
+
+def rank_errors(output: str) -> list[str]:
+    """The last exception line of each rank in a DeepSpeed job's output, by rank.
+
+    When one rank crashes, the others fail in their next collective with a gloo or NCCL error
+    ("Connection closed by peer"), and that is what the output's tail shows; the crashed rank's
+    own error (the cause) is earlier. Lines look like ``[rank1]: FileNotFoundError: …``.
+    """
+    last: dict[int, str] = {}
+    for match in _RANK_ERROR.finditer(output):
+        last[int(match.group(1))] = f"rank {match.group(1)}: {match.group(2).strip()}"
+    return [last[rank] for rank in sorted(last)]
 
 
 def _read_progress(run_dir: Path) -> tuple[int, int] | None:

@@ -137,8 +137,9 @@ class _Run:
             str(self.store.deepspeed_dir(name)),
             tag=tag,
             client_state={"ih_state": dict(self.state)},
-        )
+        )  # ends with a barrier: every rank's files are written
         if self.rank == 0:
+            self.store.mark_deepspeed_complete(name, tag)
             self.store.prune_deepspeed(name, keep=tag)
 
     def run_evaluation(self, step: int) -> dict[str, float]:
