@@ -531,3 +531,107 @@ def test_a_claim_stopped_before_the_cap_says_so() -> None:
         "looks at [3] seeds, undecided, stopped before the cap (added seeds cannot decide it)",
         "seed(s) 0 disagree with the others on formed / not formed, which added seeds cannot undo",
     ]
+
+
+def _seed(seed: int, treatment: bool, control: bool) -> dict:
+    return {"seed": seed, "treatment_formed": treatment, "control_formed": control}
+
+
+def _look(n: int, level: float, details: list[tuple]) -> dict:
+    return {"look": (n - 1) // 2, "n": n, "seeds": list(range(n)), "level": level,
+            "details": [{"treatment": t, "control": k, "verdict": v, "mean": m, "ci_low": lo,
+                         "ci_high": hi, "n": n} for t, k, v, m, lo, hi in details]}  # fmt: skip
+
+
+def test_markov_looks_rows_read_each_claims_last_look_and_its_seeds(tmp_path: Path) -> None:
+    """One row per comparison of the look a claim stopped at, compact then full; formed counts
+    over that look's seeds only (the claim's comparisons may hold more), a dash for a pair
+    they do not hold."""
+    compact = _markov_verdicts({"ld_necessary": "undecided"})
+    compact["claims"]["ld_necessary"].update(
+        sequential={"status": "undecided_at_cap", "looks": [
+            _look(3, 0.998, [("LD@high", "noLD@high", "undecided", 0.5, -0.1, 1.1)]),
+            _look(5, 0.9587, [("LD@high", "noLD@high", "undecided", 0.3812, 0.2649, -0.0449)]),
+        ]},
+        comparisons=[{"treatment": "LD@high", "control": "noLD@high",
+                      "seeds": [_seed(s, True, s == 0) for s in range(7)]}],  # 7 > the look's 5
+    )  # fmt: skip
+    full = _markov_verdicts({"ld_sufficient_at_high_repetition": "contradicted"})
+    full["claims"]["ld_sufficient_at_high_repetition"].update(
+        sequential={"status": "decided", "looks": [
+            _look(3, 0.984, [("LD@high", "noLD@high", "undecided", 0.1, -0.05, 0.25),
+                             ("full@high", "LD@high", "supported", 0.2, 0.14, 0.26)]),
+        ]},
+        comparisons=[{"treatment": "full@high", "control": "LD@high",
+                      "seeds": [_seed(s, True, False) for s in range(3)]}],
+    )  # fmt: skip
+    _write_verdicts(tmp_path, "markov", compact)
+    rows = report.markov_looks_rows(tmp_path / "markov" / "verdicts.json")
+    assert [(r["vocabulary"], r["seeds"], r["CI level"], r["difference [CI]"], r["formed, T / K"])
+            for r in rows] == [("compact", "5", "95.9 %", "0.38 [0.26, -0.04]", "5 / 1")]  # fmt: skip
+    _write_verdicts(tmp_path, "markov_full_vocab", full)
+    rows = report.markov_looks_rows(tmp_path / "markov" / "verdicts.json")
+    assert rows[1:] == [
+        {"vocabulary": "full", "claim": "LD sufficient at high repetition",
+         "claim's status": "decided at look 1", "seeds": "3", "CI level": "98.4 %",
+         "T − K (treatment − control)": "LD@high − noLD@high",
+         "difference [CI]": "0.10 [-0.05, 0.25]", "formed, T / K": "—",
+         "comparison's verdict": "undecided"},
+        {"vocabulary": "full", "claim": "LD sufficient at high repetition",
+         "claim's status": "decided at look 1", "seeds": "3", "CI level": "98.4 %",
+         "T − K (treatment − control)": "full@high − LD@high",
+         "difference [CI]": "0.20 [0.14, 0.26]", "formed, T / K": "3 / 0",
+         "comparison's verdict": "supported"},
+    ]  # fmt: skip
+    assert rows[0]["claim's status"] == "undecided at the cap"
+
+
+def test_bi_induct_seed_rows_mark_a_ci_reaching_below_0_as_not_load_bearing() -> None:
+    row = {"variant": "base", "seed": "8", "emergence_step": "1340.84",
+           "ablation_excess_copy_zero": "0.014858", "ablation_excess_copy_zero_ci_low": "-0.0024",
+           "ablation_excess_copy_zero_ci_high": "0.03314"}  # fmt: skip
+    assert report.bi_induct_seed_rows([row, {**row, "ablation_excess_copy_zero_ci_low": "0.0001"},
+                                       {**row, "ablation_excess_copy_zero_ci_low": ""}]) == [
+        {"arm": "base", "seed": "8", "S* (steps to PS 0.4)": "1340.8",
+         "top heads' excess drop [95 % CI]": "0.015 [-0.002, 0.033]", "load-bearing": "False"},
+        {"arm": "base", "seed": "8", "S* (steps to PS 0.4)": "1340.8",
+         "top heads' excess drop [95 % CI]": "0.015 [0.000, 0.033]", "load-bearing": "True"},
+        {"arm": "base", "seed": "8", "S* (steps to PS 0.4)": "1340.8",
+         "top heads' excess drop [95 % CI]": "0.015 [—, 0.033]", "load-bearing": ""},
+    ]  # fmt: skip
+
+
+def _results_csv(name: str) -> pd.DataFrame:
+    return pd.read_csv(ROOT / report.RESULTS_DIR / name, dtype=str, keep_default_na=False)
+
+
+def test_the_prose_beside_the_per_seed_tables_says_what_they_hold() -> None:
+    """The sentences under docs/bi_induct.md's and docs/markov.md's rendered per-seed tables
+    count seeds; each count is read here from the committed table it describes."""
+    seeds = _results_csv("bi_induct_seeds.csv")
+    base = seeds[seeds["arm"] == "minimally_enriched"]
+    not_bearing = base.loc[base["load-bearing"] != "True", "seed"].tolist()
+    assert (len(base), base["S* (steps to PS 0.4)"].ne("").sum(), not_bearing) == (9, 9, ["8"])
+    bi_induct = " ".join((ROOT / "docs" / "bi_induct.md").read_text().split())
+    assert ("formed heads in all 9 seeds, and its top heads are load-bearing in 8 of 9 seeds: "
+            "seed 8's CI reaches just below 0") in bi_induct  # fmt: skip
+    seven = base[base["seed"].astype(int) <= 6]
+    assert (seven["load-bearing"] == "True").all()  # "seeds 0-6, all load-bearing in the base"
+
+    looks = _results_csv("markov_looks.csv")
+    formed = {(r["vocabulary"], r["claim"], r["T − K (treatment − control)"]): r["formed, T / K"]
+              for _, r in looks.iterrows()}  # fmt: skip
+    cat = "CAT and Zipf needed near the frontier"
+    near = "LD_CAT_zipf@near_frontier − LD_zipf@near_frontier"
+    assert formed["compact", cat, near] == "1 / 3"  # "LD + Zipf … every seed, the full … one"
+    assert formed["full", cat, near] == "7 / 6"  # "LD + Zipf formed in all but one seed"
+    sufficient = "LD sufficient at high repetition"
+    assert formed["full", sufficient, "LD_CAT_zipf@high − LD_uniform@high"] == "5 / 0"
+    necessary = "LD necessary"
+    for vocabulary, pair in (("compact", "LD_uniform@high − noLD_zipf@high"),
+                             ("full", "LD_CAT_zipf@high − noLD_zipf@high")):  # fmt: skip
+        treatment, control = formed[vocabulary, necessary, pair].split(" / ")
+        assert treatment == "7" and 0 < int(control) < 7  # "formed in some seeds too"
+    markov = " ".join((ROOT / "docs" / "markov.md").read_text().split())
+    assert "LD + Zipf without CAT formed in every seed and the full process in only one" in markov
+    assert "LD + Zipf formed in all but one seed" in markov

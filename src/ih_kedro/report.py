@@ -833,15 +833,90 @@ def reference_warmup_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     return out
 
 
-RESULT_TABLES: dict[str, tuple[str, Callable[[list[dict[str, str]]], list[dict[str, str]]]]] = {
-    "base_calibration.csv": ("base_calibration/dose_response.csv", dose_response_rows),
-    "model_choice.csv": ("model_choice/model_choice.csv", model_choice_rows),
+def markov_looks_rows(path: Path) -> list[dict[str, str]]:
+    """Each markov claim's last look, a row per comparison, compact vocabulary (``path``, markov's
+    ``verdicts.json``) then the full one (``markov_full_vocab``'s, beside it, when it exists).
+
+    What the claim's verdict was read from: the seeds and CI level of the look it stopped at,
+    each comparison's paired difference with its CI at that level, and in how many of those
+    seeds each side formed a head (from the claim's per-seed comparisons; a dash where the look
+    compared a pair the claim's final comparisons do not hold).
+    """
+    sources = [("compact", path)]
+    full = path.parent.parent / EXPERIMENTS["markov"]["compared_with"] / path.name
+    if full.exists():
+        sources.append(("full", full))
+    rows = []
+    for vocabulary, source in sources:
+        for name, claim in _markov_claims(source).items():
+            sequential = claim.get("sequential") or {}
+            looks = sequential.get("looks") or []
+            if not looks:
+                continue
+            look = looks[-1]
+            seeds = set(look.get("seeds") or [])
+            status = str(sequential.get("status", ""))
+            status = _STATUS_TEXT.get(status, f"{status} at look {look.get('look')}")
+            per_seed = {(c.get("treatment"), c.get("control")): c.get("seeds") or []
+                        for c in claim.get("comparisons") or []}  # fmt: skip
+            for detail in look.get("details") or []:
+                pair = (detail.get("treatment"), detail.get("control"))
+                chosen = [s for s in per_seed.get(pair, []) if s.get("seed") in seeds]
+                formed = "—"
+                if len(chosen) == len(seeds):
+                    formed = (f"{sum(bool(s['treatment_formed']) for s in chosen)} / "
+                              f"{sum(bool(s['control_formed']) for s in chosen)}")  # fmt: skip
+                rows.append({
+                    "vocabulary": vocabulary,
+                    "claim": MARKOV_CLAIMS.get(name, name.replace("_", " ")),
+                    "claim's status": status,
+                    "seeds": str(look.get("n", len(seeds))),
+                    "CI level": f"{100 * float(look['level']):.1f} %",  # text: fmt would round
+                    "T − K (treatment − control)": f"{pair[0]} − {pair[1]}",
+                    "difference [CI]": (f"{float(detail['mean']):.2f} "
+                                        f"[{float(detail['ci_low']):.2f}, "
+                                        f"{float(detail['ci_high']):.2f}]"),
+                    "formed, T / K": formed,
+                    "comparison's verdict": str(detail.get("verdict")),
+                })  # fmt: skip
+    return rows
+
+
+def bi_induct_seed_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """bi_induct's ``runs_table.csv`` as claim 4 reads it: per arm and seed, when the heads
+    formed and whether the top heads are load-bearing (the excess drop of copy accuracy over
+    equal-count random heads, zero ablation, with its 95 % bootstrap CI; load-bearing when the
+    CI lies above 0)."""
+    out = []
+    for r in rows:
+        low = _float(r["ablation_excess_copy_zero_ci_low"])
+        out.append({
+            "arm": r["variant"], "seed": r["seed"],
+            "S* (steps to PS 0.4)": _steps(r["emergence_step"]),
+            "top heads' excess drop [95 % CI]": _interval(r, "ablation_excess_copy_zero"),
+            "load-bearing": "" if low is None else str(low > 0),
+        })  # fmt: skip
+    return out
+
+
+def _csv_rows(
+    transform: Callable[[list[dict[str, str]]], list[dict[str, str]]],
+) -> Callable[[Path], list[dict[str, str]]]:
+    """A row transform of a CSV output as a table builder of its path."""
+    return lambda path: transform(_csv(path))
+
+
+RESULT_TABLES: dict[str, tuple[str, Callable[[Path], list[dict[str, str]]]]] = {
+    "base_calibration.csv": ("base_calibration/dose_response.csv", _csv_rows(dose_response_rows)),
+    "model_choice.csv": ("model_choice/model_choice.csv", _csv_rows(model_choice_rows)),
     "law_mechanisms_reference_warmup.csv": (
         "law_mechanisms/law_mechanisms_reference_warmup.csv",
-        reference_warmup_rows,
+        _csv_rows(reference_warmup_rows),
     ),
+    "markov_looks.csv": ("markov/verdicts.json", markov_looks_rows),
+    "bi_induct_seeds.csv": ("bi_induct/runs_table.csv", _csv_rows(bi_induct_seed_rows)),
 }
-"""``docs/results/<name>`` -> (its source under the reporting folder, the row transform)."""
+"""``docs/results/<name>`` -> (its source under the reporting folder, the table builder)."""
 
 
 def collect_tables(reporting: Path, results_dir: Path) -> list[Path]:
@@ -852,7 +927,7 @@ def collect_tables(reporting: Path, results_dir: Path) -> list[Path]:
         if not path.exists():
             logger.info("%s: no %s; kept the committed table", name, path)
             continue
-        rows = transform(_csv(path))
+        rows = transform(path)
         target = results_dir / name
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("w", newline="") as handle:
