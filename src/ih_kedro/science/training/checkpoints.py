@@ -116,10 +116,10 @@ class CheckpointStore:
         Only a tag marked complete (:meth:`mark_deepspeed_complete`) counts: a run killed while
         DeepSpeed wrote a tag leaves it without some rank's files, and resuming from it fails
         inside DeepSpeed (measured: SIGTERM during a 1-rank save; a 2-rank job resumed from a
-        tag that ``latest`` named but that lacked rank 1's optimizer shard). Older tags are pruned only
-        after the new one is marked, so the highest marked tag is the last whole checkpoint.
-        Tags written before markers existed do not count: such a run restarts from step 0,
-        with a warning.
+        tag that ``latest`` named but that lacked rank 1's optimizer shard). Older tags are
+        pruned only after the new one is marked, so the highest marked tag is the last whole
+        checkpoint. Tags written before markers existed do not count: such a run restarts from
+        step 0, with a warning.
         """
         folder = self.deepspeed_dir(run_name)
         if not folder.is_dir():

@@ -99,7 +99,7 @@ def run_rank_job(task: RunTask, board: Any = None, poll_seconds: float = 1.0) ->
     env["OMP_NUM_THREADS"] = str(task.threads)
     log_path = run_dir / JOB_LOG
     logger.info("%s: deepspeed job of %d ranks: %s", config.run_name, task.ranks, command)
-    log_start = log_path.stat().st_size if log_path.is_file() else 0  # the log keeps old jobs'
+    log_start = log_path.stat().st_size if log_path.is_file() else 0  # earlier jobs' output
     with log_path.open("ab") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
