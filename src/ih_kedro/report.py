@@ -264,6 +264,16 @@ MARKOV_CLAIMS = {
 }
 
 
+def _markov_claim_label(name: str) -> str:
+    """A markov claim's name as the documents print it."""
+    return MARKOV_CLAIMS.get(name, name.replace("_", " "))
+
+
+def _full_vocab_verdicts(reporting: Path) -> Path:
+    """The full-vocabulary run's ``verdicts.json``, set beside markov's compact one."""
+    return reporting / EXPERIMENTS["markov"]["compared_with"] / "verdicts.json"
+
+
 def _markov_claims(path: Path) -> dict[str, Mapping[str, Any]]:
     """``verdicts.json``'s claims (``{claim: {verdict, by_threshold, sequential, ...}}``)."""
     claims = json.loads(path.read_text()).get("claims") or {}
@@ -321,7 +331,7 @@ def _markov(reporting: Path) -> dict[str, Any]:
     ``markov_full_vocab`` (``EXPERIMENTS["markov"]["compared_with"]``; ``not run`` without its
     report, ``not judged`` for a claim it lacks) and whether the two agree."""
     claims = _markov_claims(reporting / "markov" / "verdicts.json")
-    full_path = reporting / EXPERIMENTS["markov"]["compared_with"] / "verdicts.json"
+    full_path = _full_vocab_verdicts(reporting)
     full = _markov_claims(full_path) if full_path.exists() else None
     rows = []
     for name, claim in claims.items():
@@ -337,7 +347,7 @@ def _markov(reporting: Path) -> dict[str, Any]:
                       f"{_markov_detail(full[name])[:300] or '—'}")  # fmt: skip
         else:
             full_verdict, agree = "not judged", None
-        rows.append({"claim": MARKOV_CLAIMS.get(name, name.replace("_", " ")), "verdict": verdict,
+        rows.append({"claim": _markov_claim_label(name), "verdict": verdict,
                      "full_vocab_verdict": full_verdict, "vocabularies_agree": agree,
                      "detail": detail})  # fmt: skip
     return {"numbers": [], "verdicts": rows, "runs": {}}
@@ -843,7 +853,7 @@ def markov_looks_rows(path: Path) -> list[dict[str, str]]:
     compared a pair the claim's final comparisons do not hold).
     """
     sources = [("compact", path)]
-    full = path.parent.parent / EXPERIMENTS["markov"]["compared_with"] / path.name
+    full = _full_vocab_verdicts(path.parent.parent)
     if full.exists():
         sources.append(("full", full))
     rows = []
@@ -868,7 +878,7 @@ def markov_looks_rows(path: Path) -> list[dict[str, str]]:
                               f"{sum(bool(s['control_formed']) for s in chosen)}")  # fmt: skip
                 rows.append({
                     "vocabulary": vocabulary,
-                    "claim": MARKOV_CLAIMS.get(name, name.replace("_", " ")),
+                    "claim": _markov_claim_label(name),
                     "claim's status": status,
                     "seeds": str(look.get("n", len(seeds))),
                     "CI level": f"{100 * float(look['level']):.1f} %",  # text: fmt would round
