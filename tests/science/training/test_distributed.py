@@ -200,3 +200,18 @@ def test_a_world_of_one_ignores_an_inherited_port_that_is_taken(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     world, chosen = result.stdout.strip().splitlines()[-1].rsplit(" ", 1)
     assert world == "(0, 1)" and int(chosen) != port
+
+
+def test_the_shm_allreduce_op_is_skipped_on_cpu_for_any_world_size(monkeypatch):
+    """DeepSpeed's CPU shared-memory all-reduce op leaks a 66 MB /dev/shm file per rank and
+    training never calls it: it is not built on CPU even with two ranks; other devices keep it."""
+    import importlib
+
+    ds_torch = importlib.import_module("deepspeed.comm.torch")
+    monkeypatch.setattr(ds_torch, "build_shm_op", lambda: "built")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with distributed._no_shm_allreduce_op_on_cpu("cpu"):
+        assert ds_torch.build_shm_op() is None
+    assert ds_torch.build_shm_op() == "built"  # restored
+    with distributed._no_shm_allreduce_op_on_cpu("cuda"):
+        assert ds_torch.build_shm_op() == "built"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import shutil
 import signal
 import subprocess
@@ -24,7 +25,7 @@ import pytest
 from safetensors.torch import load_file
 
 from ih_kedro.science.training.checkpoints import COMPLETE_MARKER, CheckpointStore
-from ih_kedro.science.training.launcher import rank_errors
+from ih_kedro.science.training.launcher import JOB_LOG, rank_errors
 from ih_kedro.science.training.sweep import ExecutorConfig, run_sweep
 from ih_kedro.science.training.tasks import TrackingSpec
 
@@ -65,6 +66,16 @@ def two_ranks() -> ExecutorConfig:
     return ExecutorConfig(kind="sequential", ranks_per_run=2, num_cpus_per_run=2)
 
 
+def shared_memory_left(store: CheckpointStore, name: str = "pair") -> list[str]:
+    """The ``/dev/shm`` files left by the run's DeepSpeed jobs, found by each job's port: a CPU
+    rank's all-reduce buffer is 66 MB that DeepSpeed never unlinks, so leaked ones pile up until
+    a machine's memory is full."""
+    log = (store.run_dir(name) / JOB_LOG).read_text()
+    ports = re.findall(r"--master_port=(\d+)", log)
+    assert ports, "no deepspeed job in the log"
+    return sorted(str(f) for port in ports for f in Path("/dev/shm").glob(f"*_{port}_*"))
+
+
 @pytest.fixture(scope="module")
 def straight_two_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One uninterrupted, MLflow-tracked 2-rank job, shared by both tests (a launch is ~60 s)."""
@@ -102,6 +113,7 @@ def test_two_ranks_equal_one_rank_with_one_mlflow_run(tmp_path, straight_two_ran
     assert [r.info.run_id for r in children] == [row["mlflow_run_id"]]  # rank 0 only
     history = client.get_metric_history(row["mlflow_run_id"], "loss")
     assert [m.step for m in history] == list(range(2, STEPS + 1, 2))
+    assert shared_memory_left(two) == []
 
 
 @pytest.mark.slow
@@ -150,6 +162,7 @@ def test_killed_two_rank_job_resumes_like_an_uninterrupted_one(tmp_path, straigh
     assert store.checkpoint_steps("pair") == straight.checkpoint_steps("pair")
     a, b = weights(straight), weights(store)
     assert all(np.array_equal(a[k], b[k]) for k in a)  # same ranks, same reductions: bitwise
+    assert shared_memory_left(store) == []  # neither the killed job nor the resumed one
 
 
 # The output of a 2-rank job whose rank 1 crashed on resume (the CI failure of 2026-12-07):

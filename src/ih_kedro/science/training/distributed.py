@@ -54,7 +54,7 @@ def init_distributed() -> tuple[int, int]:
     from deepspeed.accelerator import get_accelerator
 
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
-    with _no_shm_op_in_a_world_of_one(get_accelerator().device_name()):
+    with _no_shm_allreduce_op_on_cpu(get_accelerator().device_name()):
         deepspeed.init_distributed(
             dist_backend=get_accelerator().communication_backend_name(), verbose=False
         )
@@ -62,15 +62,18 @@ def init_distributed() -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def _no_shm_op_in_a_world_of_one(device_name: str) -> Iterator[None]:
-    """Skip DeepSpeed's CPU shared-memory all-reduce op when there is one rank.
+def _no_shm_allreduce_op_on_cpu(device_name: str) -> Iterator[None]:
+    """Skip DeepSpeed's CPU shared-memory all-reduce op: training never uses it.
 
-    On CPU, DeepSpeed JIT-compiles that op (a C++ build under a file lock in
-    ``~/.cache/torch_extensions``) when the first process group starts, even for a world of
-    one, which never communicates: every sweep worker would wait on that build. Ranks of a
-    multi-rank job still get it.
+    DeepSpeed builds that op whenever a CPU process group starts. Only its tensor-parallel
+    inference layers call it (``inference_all_reduce``); ZeRO's data-parallel training reduces
+    through ``torch.distributed`` (gloo). Building it costs every rank a C++ JIT build under a
+    file lock in ``~/.cache/torch_extensions``, and each rank of a multi-rank job creates a
+    66 MB ``/dev/shm/deepspeed_allreduce_buffer_…`` file that DeepSpeed never unlinks (its
+    ``shared_close`` has no caller): 129 leaked 2-rank jobs once filled 17 GB of a 24 GB
+    machine's memory, and Ray's memory monitor then killed a sweep's tasks.
     """
-    if device_name != "cpu" or os.environ.get("WORLD_SIZE", "1") != "1":
+    if device_name != "cpu":
         yield
         return
     import importlib
