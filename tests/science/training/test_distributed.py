@@ -215,3 +215,29 @@ def test_the_shm_allreduce_op_is_skipped_on_cpu_for_any_world_size(monkeypatch):
     assert ds_torch.build_shm_op() == "built"  # restored
     with distributed._no_shm_allreduce_op_on_cpu("cuda"):
         assert ds_torch.build_shm_op() == "built"
+
+
+def test_leaked_allreduce_buffers_are_freed_and_live_ones_kept(tmp_path, caplog):
+    """This user's buffers that no process maps are deleted (their bytes returned and logged);
+    one mapped by a live process (this one), another user's and other files are kept."""
+    import logging
+    import mmap
+
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    uid = os.getuid()
+    leaked = [shm / f"deepspeed_allreduce_buffer_{uid}_127.0.0.1_4000{r}_{r}" for r in (0, 1)]
+    for rank, path in enumerate(leaked):
+        path.write_bytes(b"\0" * (1000 + rank))
+    live = shm / f"deepspeed_allreduce_buffer_{uid}_127.0.0.1_50000_0"
+    live.write_bytes(b"\0" * 4096)
+    others = [shm / f"deepspeed_allreduce_buffer_{uid + 1}_127.0.0.1_1_0", shm / "torch_123"]
+    for path in others:
+        path.write_bytes(b"x")
+    with live.open("r+b") as handle, mmap.mmap(handle.fileno(), 4096):
+        with caplog.at_level(logging.WARNING, logger=distributed.__name__):
+            assert distributed.remove_leaked_allreduce_buffers(shm) == 2001
+        assert sorted(shm.iterdir()) == sorted([live, *others])
+    assert "freed 0.0 GB" in caplog.text
+    assert distributed.remove_leaked_allreduce_buffers(shm) == 4096  # unmapped now
+    assert distributed.remove_leaked_allreduce_buffers(tmp_path / "absent") == 0

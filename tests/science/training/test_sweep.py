@@ -299,3 +299,19 @@ def test_complete_runs_are_answered_from_their_summaries_without_a_worker(tmp_pa
     again = run_sweep(configs, packed, store, ExecutorConfig())
     assert [r["stop_reason"] for r in again] == ["already_complete"] * 2
     assert trained == ["tiny_1"]
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm on this system")
+def test_a_cpu_sweep_first_frees_allreduce_buffers_that_ended_jobs_leaked(tmp_path):
+    """DeepSpeed's leaked CPU all-reduce buffers count as used memory under Ray's monitor, so a
+    sweep frees this user's unmapped ones before it trains."""
+    leaked = Path("/dev/shm") / f"deepspeed_allreduce_buffer_{os.getuid()}_test-{os.getpid()}_0_0"
+    leaked.write_bytes(b"\0" * 1024)
+    try:
+        config = make_config("solo", max_steps=2, checkpoint_every=2, early_stop=False)
+        (row,) = run_sweep([config], make_packed(), CheckpointStore(tmp_path / "store"),
+                           ExecutorConfig(kind="sequential"))  # fmt: skip
+        assert row["steps_trained"] == 2
+        assert not leaked.exists()
+    finally:
+        leaked.unlink(missing_ok=True)

@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,6 +21,8 @@ import torch
 from ih_kedro.science.training.config import TrainingRunConfig
 from ih_kedro.science.training.runtime import configure_runtime
 from ih_kedro.science.training.schedules import lr_factor
+
+logger = logging.getLogger(__name__)
 
 
 def _free_port() -> int:
@@ -86,6 +89,45 @@ def _no_shm_allreduce_op_on_cpu(device_name: str) -> Iterator[None]:
         yield
     finally:
         ds_torch.build_shm_op = build
+
+
+ALLREDUCE_BUFFER_PREFIX = "deepspeed_allreduce_buffer_"
+
+
+def remove_leaked_allreduce_buffers(
+    shm_dir: Path = Path("/dev/shm"), proc_dir: Path = Path("/proc")
+) -> int:
+    """Delete this user's DeepSpeed all-reduce buffers that no live process maps; return bytes.
+
+    They are what multi-rank CPU jobs leaked before :func:`_no_shm_allreduce_op_on_cpu` (or
+    jobs of other DeepSpeed code): ``/dev/shm`` is memory, and Ray's memory monitor counts it
+    as used. A buffer is named ``deepspeed_allreduce_buffer_<uid>_<addr>_<port>_<rank>`` and
+    stays mapped by its rank until that process ends, so an unmapped one is garbage.
+    """
+    own = f"{ALLREDUCE_BUFFER_PREFIX}{os.getuid()}_"
+    buffers = sorted(shm_dir.glob(own + "*")) if shm_dir.is_dir() else []
+    if not buffers:
+        return 0
+    mapped: set[str] = set()
+    for maps in proc_dir.glob("[0-9]*/maps"):
+        with contextlib.suppress(OSError):  # a process that ended, or another user's
+            mapped.update(line.split(maxsplit=5)[-1].removesuffix(" (deleted)")
+                          for line in maps.read_text().splitlines() if str(shm_dir) in line)  # fmt: skip
+    freed = 0
+    for buffer in buffers:
+        if str(buffer) in mapped:
+            continue
+        with contextlib.suppress(OSError):  # removed meanwhile
+            size = buffer.stat().st_size
+            buffer.unlink()
+            freed += size
+    if freed:
+        logger.warning(
+            "freed %.1f GB of %s: DeepSpeed all-reduce buffers that ended jobs left in memory",
+            freed / 1e9,
+            shm_dir,
+        )
+    return freed
 
 
 def deepspeed_config_for_run(

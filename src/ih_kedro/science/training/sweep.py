@@ -43,6 +43,7 @@ import torch
 from ih_kedro.science.data.packed import PackedTokens
 from ih_kedro.science.training.checkpoints import CheckpointStore
 from ih_kedro.science.training.config import TrainingRunConfig
+from ih_kedro.science.training.distributed import remove_leaked_allreduce_buffers
 from ih_kedro.science.training.launcher import run_rank_job
 from ih_kedro.science.training.run import train_run
 from ih_kedro.science.training.tasks import (
@@ -251,6 +252,8 @@ def run_sweep(
         executor.num_gpus_per_run,
         executor.ranks_per_run,
     )
+    if tasks and not torch.cuda.is_available():
+        remove_leaked_allreduce_buffers()  # memory that Ray's monitor would count as used
     if not tasks:
         results, failures = {}, {}
     elif executor.kind == "sequential":
