@@ -21,6 +21,7 @@ from ih_kedro.science.training.tracking import (
     NOTE_TAG,
     describe_experiment,
     end_running_children,
+    exit_between_store_calls,
     retry_locked,
 )
 
@@ -195,8 +196,9 @@ def kedro_run_description(pipeline_names: list[str] | None, env: str | None) -> 
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:  # noqa: ARG001 - signal's signature
-    """SIGTERM as a clean exit (status 143): ``finally`` blocks and exit handlers run."""
-    raise SystemExit(128 + signum)
+    """SIGTERM as a clean exit (status 143): ``finally`` blocks and exit handlers run. Never in
+    the middle of an MLflow store call, whose open transaction would lock the store."""
+    exit_between_store_calls(128 + signum)
 
 
 def _default_sigterm_in_child() -> None:

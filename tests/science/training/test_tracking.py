@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +28,7 @@ from ih_kedro.science.training.tracking import (
     Tracker,
     absolute_tracking_uri,
     describe_experiment,
+    exit_between_store_calls,
     flatten_params,
     reparent_runs,
     retry_locked,
@@ -153,6 +155,35 @@ def test_retry_locked_gives_up_after_its_attempts_with_capped_waits(waits: list[
         retry_locked(call, attempts=4, first_wait=8.0)
     assert len(calls) == 4
     assert waits == [8.0 * 1.5, 16.0 * 1.5, 20.0 * 1.5]  # doubling, capped at 20 s
+
+
+def test_a_signals_exit_waits_until_the_store_call_returns() -> None:
+    """SIGTERM's exit (the Kedro hooks' handler) landing inside a store call is held until the
+    call has returned, so it never leaves an SQLite transaction, and with it the store's lock,
+    open; outside a call it is immediate, and a held exit is raised once."""
+    handler = signal.signal(
+        signal.SIGTERM, lambda signum, _: exit_between_store_calls(128 + signum)
+    )
+    try:
+        steps = []
+
+        def call() -> int:
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 0.2
+            while time.monotonic() < deadline:  # the handler runs in here
+                pass
+            steps.append("returned")
+            return 1
+
+        with pytest.raises(SystemExit) as exited:
+            retry_locked(call)
+        assert exited.value.code == 143 and steps == ["returned"]
+        assert retry_locked(lambda: 5) == 5  # the exit was raised once, not held over
+        with pytest.raises(SystemExit) as exited:
+            exit_between_store_calls(130)
+        assert exited.value.code == 130
+    finally:
+        signal.signal(signal.SIGTERM, handler)
 
 
 def test_absolute_tracking_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

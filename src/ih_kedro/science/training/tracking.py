@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
@@ -71,18 +72,64 @@ def flatten_params(params: Mapping[str, Any], prefix: str = "", sep: str = ".") 
 LOCKED_MARKERS = ("database is locked", "database table is locked")
 
 
+class _StoreCalls:
+    """The main thread's store calls in progress, and an exit a signal asked for meanwhile."""
+
+    depth = 0
+    held_exit: int | None = None
+
+
+_main_thread_calls = _StoreCalls()
+
+
+def exit_between_store_calls(code: int) -> None:
+    """Raise ``SystemExit(code)`` now or, inside a :func:`retry_locked` call on the main thread,
+    as soon as that call returns (a signal handler's exit: ``ih_kedro.hooks`` on SIGTERM).
+
+    Raised in the middle of an SQLite write, the exit can leave the write's transaction open.
+    Its lock then fails every later write of the process ("database is locked" after SQLite's
+    busy timeout), and the exit handlers could not mark the interrupted runs ``KILLED`` (seen
+    with SIGTERMs sent at random moments of a metric-logging loop). A store call lasts
+    milliseconds, so the exit is hardly later.
+    """
+    if _main_thread_calls.depth:
+        _main_thread_calls.held_exit = code
+        return
+    raise SystemExit(code)
+
+
+@contextlib.contextmanager
+def _store_call() -> Iterator[None]:
+    """Hold :func:`exit_between_store_calls` off until the block ends (main thread only: the
+    thread signal handlers run in)."""
+    calls = _main_thread_calls
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    calls.depth += 1
+    try:
+        yield
+    finally:
+        calls.depth -= 1
+        if not calls.depth and calls.held_exit is not None:
+            code, calls.held_exit = calls.held_exit, None
+            raise SystemExit(code)
+
+
 def retry_locked(call: Callable[[], T], *, attempts: int = 12, first_wait: float = 0.05) -> T:
     """Run ``call()``, retrying with exponential back-off while SQLite reports a lock.
 
     Several training runs (Ray workers) write into one embedded SQLite store; SQLite serialises
     writers and a writer that waits past its busy timeout gets ``database is locked``. A failed
     write is rolled back, so retrying it neither loses nor duplicates rows. Other errors, and
-    the last lock error after ``attempts`` tries (~3 min), propagate.
+    the last lock error after ``attempts`` tries (~3 min), propagate. A signal's exit waits
+    until each try ends (:func:`exit_between_store_calls`).
     """
     wait = first_wait
     for attempt in range(attempts):
         try:
-            return call()
+            with _store_call():
+                return call()
         except Exception as error:  # MlflowException or sqlalchemy OperationalError
             if attempt == attempts - 1 or not any(m in str(error) for m in LOCKED_MARKERS):
                 raise
