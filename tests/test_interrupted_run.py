@@ -141,15 +141,17 @@ def test_sigterm_mid_sweep_kills_every_run_in_flight_and_a_rerun_has_one_parent(
     # failure-signal handler for SIGTERM that chains to ours, then aborts at teardown (measured).
     expected = {128 + signal.SIGTERM} | ({-signal.SIGABRT} if kind == "ray" else set())
     assert result.returncode in expected, result.stderr[-3000:]
-    if kind == "ray":  # the worker died with its run RUNNING; in-process, the run ended itself
-        assert "MLflow: 1 training run(s) in flight marked KILLED" in result.stderr
 
     def children(parent: str) -> dict[str, str]:
         experiment = client.get_run(parent).info.experiment_id
         runs = client.search_runs([experiment], f"tags.mlflow.parentRunId = '{parent}'")
         return {r.data.tags["run_name"]: r.info.status for r in runs}
 
-    assert client.get_run(killed_parent).info.status == "KILLED"
+    # Under Ray, whichever comes first ends the run in flight: the exit hook (the worker was
+    # force-killed and left its run RUNNING), or the worker itself (Ray workers turn SIGTERM into
+    # SystemExit, and one from Ray's shutdown can arrive before the force-kill: a loaded CI run
+    # once found nothing RUNNING at exit). In-process, the run ends itself.
+    assert client.get_run(killed_parent).info.status == "KILLED", result.stderr[-3000:]
     assert children(killed_parent) == {"tiny_0": "FINISHED", "tiny_1": "KILLED"}
 
     result, parent = _sweep(kind, "rerun", tmp_path)
